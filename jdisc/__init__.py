@@ -1,0 +1,1 @@
+from jdisc.version import __version__
