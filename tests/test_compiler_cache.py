@@ -1,0 +1,243 @@
+"""The compile cache: build, load, hit across processes, recover from corruption, report errors.
+
+Compiler runs are counted through a JDISC_CC wrapper script that logs each compile (not the
+`--version` probe that identifies the compiler) and then runs the real `cc`.
+"""
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jdisc.custom_calls import compiler
+from jdisc.errors import CompileError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _add_source(tag: str) -> str:
+    # A unique comment makes a new cache entry even if a stale cache dir were shared.
+    return f"/* {tag} {uuid.uuid4().hex} */\nint jd_add(int a, int b) {{ return a + b; }}\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(d))
+    monkeypatch.delenv("JDISC_SANITIZE", raising=False)
+    return d
+
+
+@pytest.fixture
+def counting_cc(tmp_path, monkeypatch):
+    """Point JDISC_CC at a wrapper; returns a function giving the number of compiles so far."""
+    log = tmp_path / "cc.log"
+    script = tmp_path / "cc-wrapper"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" != "--version" ]; then\n'
+        f'  echo "$$ $*" >> "{log}"\n'
+        '  if [ -n "$JDISC_TEST_CC_SLEEP" ]; then sleep "$JDISC_TEST_CC_SLEEP"; fi\n'
+        "fi\n"
+        'exec cc "$@"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("JDISC_CC", str(script))
+
+    def count() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    return count
+
+
+_CHILD = """
+import ctypes, sys
+from jdisc.custom_calls import compiler
+lib = compiler.build(open(sys.argv[1]).read())
+f = lib.handle.jd_add
+f.restype = ctypes.c_int
+f.argtypes = [ctypes.c_int, ctypes.c_int]
+print(f(40, 2), lib.cache_hit, lib.path)
+"""
+
+
+def _child(src_file: Path, env_extra=None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env.update(env_extra or {})
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(src_file)], env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+def _run_child(src_file: Path) -> tuple[int, bool, str]:
+    proc = _child(src_file)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    value, hit, path = out.split()
+    return int(value), hit == "True", path
+
+
+def _call_add(lib: compiler.Library, a: int, b: int) -> int:
+    f = lib.handle.jd_add
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_int, ctypes.c_int]
+    return f(a, b)
+
+
+def test_build_loads_and_calls(cache, tmp_path, monkeypatch):
+    src = _add_source("basic")
+    lib = compiler.build(src)
+    assert _call_add(lib, 2, 3) == 5
+    assert not lib.cache_hit
+    assert len(lib.key) == 64 and int(lib.key, 16) >= 0
+    entry = cache / lib.key[:2] / lib.key
+    assert Path(lib.path) == entry / "lib.so"
+    assert Path(lib.c_path) == entry / "kernel.c"
+    assert Path(lib.c_path).read_text() == src
+    assert (entry / "lib.so.sha256").is_file()
+
+    again = compiler.build(src)
+    assert again.cache_hit and again.handle is lib.handle and again.path == lib.path
+
+    # A different cache dir must not hand back the handle loaded from the first one.
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "other"))
+    other = compiler.build(src)
+    assert not other.cache_hit and other.path != lib.path
+    assert _call_add(other, 1, 1) == 2
+
+
+def test_second_process_is_cache_hit(cache, counting_cc, tmp_path):
+    src_file = tmp_path / "k.c"
+    src_file.write_text(_add_source("two-process"))
+    assert _run_child(src_file)[:2] == (42, False)
+    assert counting_cc() == 1
+    assert _run_child(src_file)[:2] == (42, True)
+    assert counting_cc() == 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "drop_digest", "flip_byte"])
+def test_corrupted_entry_is_rebuilt(cache, counting_cc, tmp_path, damage):
+    src_file = tmp_path / "k.c"
+    src_file.write_text(_add_source("corrupt"))
+    _, _, so_path = _run_child(src_file)  # built in a child: this process never mapped it
+    so = Path(so_path)
+    data = so.read_bytes()
+    if damage == "truncate":
+        so.write_bytes(data[: len(data) // 2])
+    elif damage == "drop_digest":
+        Path(so_path + ".sha256").unlink()
+    else:
+        so.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+    lib = compiler.build(src_file.read_text())
+    assert not lib.cache_hit
+    assert counting_cc() == 2
+    assert _call_add(lib, 20, 22) == 42
+    assert Path(so_path + ".sha256").read_text().strip() == hashlib.sha256(so.read_bytes()).hexdigest()
+
+
+def test_bad_c_raises_compile_error(cache):
+    src = _add_source("bad") + "int broken(void) { return undeclared_name_xyz; }\n"
+    with pytest.raises(CompileError) as info:
+        compiler.build(src)
+    msg = str(info.value)
+    assert "undeclared_name_xyz" in msg and "error" in msg
+    assert "-shared" in msg and "-fPIC" in msg  # the command
+    key_dirs = [p for p in cache.glob("*/*") if p.is_dir()]
+    assert len(key_dirs) == 1
+    c_path = key_dirs[0] / "kernel.c"
+    assert str(c_path) in msg and c_path.read_text() == src
+    assert not (key_dirs[0] / "lib.so").exists()
+    assert [p.name for p in key_dirs[0].iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_missing_compiler_is_clear(cache, monkeypatch):
+    monkeypatch.setenv("JDISC_CC", "/nonexistent/cc")
+    with pytest.raises(CompileError, match="JDISC_CC") as info:
+        compiler.build(_add_source("nocc"))
+    assert "/nonexistent/cc" in str(info.value)
+
+
+def test_two_processes_compile_once(cache, counting_cc, tmp_path):
+    src_file = tmp_path / "k.c"
+    src_file.write_text(_add_source("race"))
+    # The wrapper sleeps during the compile, so the second process arrives while it runs.
+    procs = [_child(src_file, {"JDISC_TEST_CC_SLEEP": "1"}) for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        results.append(out.split())
+    assert counting_cc() == 1
+    assert [r[0] for r in results] == ["42", "42"]
+    assert sorted(r[1] for r in results) == ["False", "True"]
+
+
+def test_threads_compile_once(cache, counting_cc):
+    src = _add_source("threads")
+    libs, errors = [], []
+
+    def work():
+        try:
+            libs.append(compiler.build(src))
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert counting_cc() == 1
+    assert len({id(lib.handle) for lib in libs}) == 1
+    assert sum(not lib.cache_hit for lib in libs) == 1
+
+
+def test_cblas_sgemm_links(cache):
+    src = (
+        f"/* {uuid.uuid4().hex} */\n"
+        "#include <cblas.h>\n"
+        "void jd_mm2(const float *a, const float *b, float *c) {\n"
+        "  scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2,\n"
+        "                    1.0f, a, 2, b, 2, 0.0f, c, 2);\n"
+        "}\n"
+    )
+    lib = compiler.build(src)
+    F4 = ctypes.c_float * 4
+    a, b, c = F4(1, 2, 3, 4), F4(5, 6, 7, 8), F4()
+    lib.handle.jd_mm2.restype = None
+    lib.handle.jd_mm2(a, b, c)
+    assert list(c) == [19.0, 22.0, 43.0, 50.0]
+
+
+def test_flags_and_sanitize_mode(cache, monkeypatch):
+    normal = compiler.compile_flags()
+    assert "-O3" in normal and "-march=native" in normal and normal[-1] == "-lm"
+    assert any(f.startswith("-lscipy_openblas") for f in normal)
+    san = compiler.compile_flags(sanitize=True)
+    assert "-O3" not in san and "-fsanitize=address,undefined" in san and "-O1" in san
+    monkeypatch.setenv("JDISC_CC", "ccache  cc")
+    assert compiler.compiler_command() == ["ccache", "cc"]
+    monkeypatch.delenv("JDISC_CC")
+    assert compiler.compiler_command() == ["cc"]
+    # Sanitize mode gets its own cache key (no compile needed to check that).
+    k1 = compiler._cache_key("x", ["cc"], normal)
+    k2 = compiler._cache_key("x", ["cc"], san)
+    assert k1 != k2
+
+
+def test_cache_dir_defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("JDISC_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compiler.cache_dir() == str(tmp_path / "xdg" / "jdisc")
+    assert (tmp_path / "xdg" / "jdisc").is_dir()
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "explicit"))
+    assert compiler.cache_dir() == str(tmp_path / "explicit")
