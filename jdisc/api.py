@@ -1,0 +1,264 @@
+"""`jdisc.jit`: compile a JAX function once for symbolic shapes, run it for every shape.
+
+    fn + dynamic_axes -> export (jax.export, symbolic dims) -> dynamic_passes (jdisc IR)
+       -> lowering (C kernels + host launcher) -> custom_calls (cc, cache, load, call)
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from jdisc.custom_calls import runtime
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import dtype_name
+from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
+from jdisc.errors import ArgumentError, DtypeError, ShapeError
+from jdisc.export.exporter import ExportedFunction, export_function
+from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
+                                positional_names)
+from jdisc.lowering.codegen import CProgram, generate
+
+
+class Compiled:
+    """One compiled program for one static signature (dtypes, ranks, static dims)."""
+
+    def __init__(self, exported: ExportedFunction, executable: runtime.Executable, in_tree: Any):
+        self.exported = exported
+        self.in_tree = in_tree
+        self.executable = executable
+        self.leaves = exported.leaves
+        self.kept = exported.kept_inputs
+        self._dropped_named = [i for i in range(len(self.leaves))
+                               if i not in set(self.kept) and self.leaves[i].axes]
+
+    @property
+    def c_source(self) -> str:
+        return self.executable.cprog.source
+
+    def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
+        if len(flat_args) != len(self.leaves):
+            raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
+        arrays = [self._as_array(x, spec) for x, spec in zip(flat_args, self.leaves)]
+        kept = [arrays[i] for i in self.kept]
+        if self._dropped_named:
+            self._check_dropped(arrays)
+        outs = self.executable.run(kept)
+        return [jax.device_put(o) for o in outs]
+
+    @staticmethod
+    def _as_array(x: Any, spec) -> np.ndarray:
+        if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+            arr = np.asarray(x, dtype=spec.dtype)    # weakly typed Python scalar
+        else:
+            arr = np.asarray(x)
+            dt = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
+            if dt != spec.dtype:
+                raise DtypeError(f"argument '{spec.name}' has dtype {dt} but the function was "
+                                 f"compiled for {spec.dtype}")
+            if arr.dtype != spec.dtype:
+                arr = arr.astype(spec.dtype)
+        if arr.ndim != len(spec.shape):
+            raise ShapeError(f"argument '{spec.name}' has rank {arr.ndim} (shape {arr.shape}) "
+                             f"but the function was compiled for rank {len(spec.shape)} "
+                             f"(shape {_describe(spec)})")
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        return arr
+
+    def _check_dropped(self, arrays: list[np.ndarray]) -> None:
+        """Arguments jax dropped as unused still obey static dims and shared names."""
+        seen: dict[str, tuple[str, int, int]] = {}
+        for i, (arr, spec) in enumerate(zip(arrays, self.leaves)):
+            for axis, size in enumerate(arr.shape):
+                name = spec.axes.get(axis)
+                if name is None:
+                    if i in self._dropped_named and size != spec.shape[axis]:
+                        raise ShapeError(f"argument '{spec.name}' axis {axis} is {size}; "
+                                         f"expected {spec.shape[axis]} (a static dimension)")
+                    continue
+                if name in seen and seen[name][2] != size:
+                    other, other_axis, other_size = seen[name]
+                    raise ShapeError(
+                        f"argument '{spec.name}' axis {axis} ('{name}') is {size} but argument "
+                        f"'{other}' axis {other_axis} ('{name}') is {other_size}; axes that "
+                        f"share a dimension name must be equal.")
+                seen.setdefault(name, (spec.name, axis, size))
+
+
+def _describe(spec) -> str:
+    return "(" + ", ".join(spec.axes.get(i, str(d)) for i, d in enumerate(spec.shape)) + ")"
+
+
+def compile_exported(exported: ExportedFunction) -> tuple[CProgram, runtime.Executable]:
+    """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
+    kept_leaves = [exported.leaves[i] for i in exported.kept_inputs]
+    in_shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
+                 for shape in exported.in_shapes]
+    prog = compile_stablehlo_to_ir(exported.module, name=exported.name,
+                                   input_names=[l.name for l in kept_leaves],
+                                   input_shapes=in_shapes, output_names=exported.out_names)
+    cprog = generate(prog)
+    dump("kernels.c", cprog.source, prog.name)
+    return cprog, runtime.load(cprog)
+
+
+class JdiscFunction:
+    """What `jdisc.jit` returns: call it like the original function."""
+
+    def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
+                 static_argnums: Sequence[int], static_argnames: Sequence[str]):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.dynamic_axes = dynamic_axes
+        self.constraints = tuple(constraints)
+        self.static_argnums = tuple(static_argnums)
+        self.static_argnames = tuple(static_argnames)
+        self._compiled: dict[Any, Compiled] = {}
+        self._lock = threading.Lock()
+        self._stats = {"compiles": 0, "cache_hits": 0, "calls": 0, "compile_seconds": 0.0}
+        try:
+            self._signature = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._signature = None
+
+    # -- argument handling ----------------------------------------------------------------
+    def _split_args(self, args: tuple, kwargs: dict):
+        """Separate static from dynamic arguments.
+
+        Returns (dynamic positional args, their names, hashable key of the statics,
+        a function of the dynamic args alone with the statics bound)."""
+        static_kw: dict[str, Any] = {}
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise ArgumentError(f"{self.__name__}: {err}") from None
+        if kwargs:
+            if self._signature is None:
+                raise ArgumentError(f"{self.__name__}: keyword arguments need a function with "
+                                    f"an inspectable signature")
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise ArgumentError(f"{self.__name__}: {err}") from None
+            args, static_kw = bound.args, dict(bound.kwargs)
+            dyn_kw = [k for k in static_kw if k not in self.static_argnames]
+            if dyn_kw:
+                raise ArgumentError(f"{self.__name__}: pass array arguments positionally "
+                                    f"(got keyword-only {dyn_kw})")
+        names = positional_names(self.fun, len(args))
+        static_pos: dict[int, Any] = {}
+        for i in self.static_argnums:
+            j = i + len(args) if i < 0 else i
+            if not 0 <= j < len(args):
+                raise ArgumentError(f"{self.__name__}: static_argnums names argument {i} but "
+                                    f"{len(args)} positional argument(s) were passed")
+            static_pos[j] = args[j]
+        for j, n in enumerate(names):
+            if n in self.static_argnames:
+                static_pos[j] = args[j]
+        dynamic = [a for i, a in enumerate(args) if i not in static_pos]
+        dyn_names = [n for i, n in enumerate(names) if i not in static_pos]
+        key = (len(args), tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items())))
+        try:
+            hash(key)
+        except TypeError as err:
+            raise ArgumentError(f"{self.__name__}: static arguments must be hashable: "
+                                f"{err}") from None
+        n_args, fun = len(args), self.fun
+
+        def bound_fun(*dyn):
+            it = iter(dyn)
+            full = [static_pos[i] if i in static_pos else next(it) for i in range(n_args)]
+            return fun(*full, **static_kw)
+
+        bound_fun.__name__ = getattr(fun, "__name__", "fn")
+        return dynamic, dyn_names, key, bound_fun
+
+    # -- compile and call -----------------------------------------------------------------
+    def _compile(self, dynamic: list, arg_names: list[str], fun: Callable) -> Compiled:
+        t0 = time.perf_counter()
+        entries = normalize_dynamic_axes(self._dynamic_axes_for(arg_names), self.fun,
+                                         len(dynamic))
+        leaves, in_tree = leaf_specs(dynamic, entries, arg_names)
+        check_shared_names(leaves)
+        exported = export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
+        cprog, executable = compile_exported(exported)
+        self._stats["compiles"] += 1
+        self._stats["cache_hits"] += int(executable.library.cache_hit)
+        self._stats["compile_seconds"] += time.perf_counter() - t0
+        return Compiled(exported, executable, in_tree)
+
+    def _dynamic_axes_for(self, arg_names: list[str]) -> Any:
+        """dynamic_axes restricted to the dynamic (non-static) positional arguments."""
+        da = self.dynamic_axes
+        if da is None:
+            return None
+        if isinstance(da, dict) and not all(isinstance(k, int) for k in da):
+            return {k: v for k, v in da.items() if k in arg_names}
+        entries = list(da) if not isinstance(da, dict) else [da]
+        n_static = len(self.static_argnums) + sum(
+            1 for n in positional_names(self.fun, len(arg_names) + len(self.static_argnums)
+                                        + len(self.static_argnames))
+            if n in self.static_argnames)
+        if len(entries) == len(arg_names) + n_static and n_static:
+            all_names = positional_names(self.fun, len(entries))
+            static = {i if i >= 0 else i + len(entries) for i in self.static_argnums}
+            entries = [e for i, e in enumerate(entries)
+                       if i not in static and all_names[i] not in self.static_argnames]
+        return entries
+
+    def _entry(self, args: tuple, kwargs: dict) -> tuple[Compiled, list]:
+        dynamic, names, key, fun = self._split_args(args, kwargs)
+        entry = self._compiled.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._compiled.get(key)
+                if entry is None:
+                    entry = self._compile(dynamic, names, fun)
+                    self._compiled[key] = entry
+        return entry, dynamic
+
+    def compiled_for(self, *args, **kwargs) -> Compiled:
+        """The compiled program serving these arguments (compiling it on first use)."""
+        return self._entry(args, kwargs)[0]
+
+    def __call__(self, *args, **kwargs):
+        entry, dynamic = self._entry(args, kwargs)
+        flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
+        if treedef != entry.in_tree:
+            raise ArgumentError(f"{self.__name__} was compiled for arguments structured as "
+                                f"{entry.in_tree}, got {treedef}")
+        outs = entry.call_flat(flat)
+        self._stats["calls"] += 1
+        return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
+
+    def stats(self) -> dict:
+        return dict(self._stats)
+
+
+def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
+        constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = ()):
+    """Compile `fun` once for symbolic shapes; every later shape runs the same program.
+
+    `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
+    those), or a dict keyed by parameter name. Axes that share a name must be equal.
+    `constraints`: jax.export constraint strings such as `"seq % 8 == 0"`.
+    """
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+
+    def wrap(f: Callable) -> JdiscFunction:
+        return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames)
+
+    return wrap if fun is None else wrap(fun)

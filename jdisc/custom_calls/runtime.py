@@ -1,0 +1,69 @@
+"""Calling a compiled program: ctypes bindings to jd_prepare / jd_run, on host buffers.
+
+This is the eager path: no XLA computation is built or compiled for any shape. Inputs are read
+in place (numpy views of CPU `jax.Array`s); outputs are allocated here from the dims jd_prepare
+computes and handed to JAX.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import numpy as np
+
+from jdisc.custom_calls.compiler import Library, build
+from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.errors import RuntimeCheckError, ShapeError
+from jdisc.lowering.codegen import CProgram
+
+_ERR_LEN = 2048
+_P = ctypes.c_void_p
+
+
+class Executable:
+    """A loaded jdisc program: `run(arrays) -> arrays` for any shapes its signature admits."""
+
+    def __init__(self, cprog: CProgram, library: Library):
+        self.cprog = cprog
+        self.library = library
+        lib = library.handle
+        self._prepare = lib.jd_prepare
+        self._prepare.argtypes = [_P, _P, _P, ctypes.c_char_p, ctypes.c_int64]
+        self._prepare.restype = ctypes.c_int
+        self._run = lib.jd_run
+        self._run.argtypes = [_P, _P, _P, ctypes.c_char_p, ctypes.c_int64]
+        self._run.restype = ctypes.c_int
+        self._out_ranks = [len(s.shape) for s in cprog.outputs]
+        self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
+        self._n_dims = max(len(cprog.dim_vars), 1)
+
+    def prepare(self, shapes: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+        """Dimension-variable values and output shapes for these input shapes (checks them)."""
+        in_dims = np.fromiter((d for s in shapes for d in s), dtype=np.int64)
+        dims = np.zeros(self._n_dims, np.int64)
+        out_dims = np.zeros(max(sum(self._out_ranks), 1), np.int64)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        if self._prepare(in_dims.ctypes.data, dims.ctypes.data, out_dims.ctypes.data, err,
+                         _ERR_LEN):
+            raise ShapeError(err.value.decode(errors="replace"))
+        shapes_out, pos = [], 0
+        for r in self._out_ranks:
+            shapes_out.append(tuple(int(d) for d in out_dims[pos:pos + r]))
+            pos += r
+        return dims, shapes_out
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """`arrays` must already be C-contiguous with the compiled dtypes and ranks."""
+        dims, out_shapes = self.prepare([a.shape for a in arrays])
+        outs = [np.empty(s, dt) for s, dt in zip(out_shapes, self._out_dtypes)]
+        ins_p = (_P * max(len(arrays), 1))(*[a.__array_interface__["data"][0] for a in arrays])
+        outs_p = (_P * max(len(outs), 1))(*[o.__array_interface__["data"][0] for o in outs])
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        if self._run(dims.ctypes.data, ins_p, outs_p, err, _ERR_LEN):
+            raise RuntimeCheckError(err.value.decode(errors="replace"))
+        return outs
+
+
+def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
+    return Executable(cprog, build(cprog.source, sanitize=sanitize))

@@ -1,0 +1,102 @@
+"""Passes that remove run-time shape computation from the program.
+
+After `propagate_shapes`, every shape operand of a dynamic op is known symbolically, so:
+* `resolve_dynamic_ops` rewrites `dynamic_broadcast_in_dim`, `dynamic_reshape`, `dynamic_iota`,
+  `real_dynamic_slice` into their static forms (whose shapes are symbolic) and turns jax.export's
+  `shape_assertion` custom calls into launcher checks;
+* `materialize_dim_values` replaces integer values whose contents are known symbolically and
+  that data ops still read (e.g. `mean` dividing by a dynamic size) by `dim_constant` ops that
+  the launcher evaluates;
+* `eliminate_dead_code` drops what no result needs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import Block, Check, Op, Program, Value
+from jdisc.dynamic_passes.shape_prop import Pred
+from jdisc.errors import ShapeError
+
+# jax.export asserts `var >= 1` for every dimension variable; jdisc supports size 0 too (every
+# kernel loop and library call handles empty extents, and every size is checked non-negative).
+_JAX_MIN_DIM = re.compile(r"Expected value >= 1 for dimension variable")
+
+
+def resolve_dynamic_ops(prog: Program) -> Program:
+    """Pass: dynamic ops -> static ops with symbolic shapes; shape assertions -> checks."""
+    kept = []
+    for op in prog.body.ops:
+        if op.name == "shape_assertion":
+            _assertion_to_checks(prog, op)
+            continue
+        if op.name == "dynamic_broadcast_in_dim":
+            op.name, op.operands = "broadcast_in_dim", op.operands[:1]
+            for k in ("known_expanding_dimensions", "known_nonexpanding_dimensions"):
+                op.attrs.pop(k, None)
+        elif op.name == "dynamic_reshape":
+            op.name, op.operands = "reshape", op.operands[:1]
+        elif op.name == "dynamic_iota":
+            op.name, op.operands = "iota", []
+        elif op.name == "real_dynamic_slice":
+            x, start, limit, strides = op.operands
+            op.name, op.operands = "slice", [x]
+            op.attrs.update(start_indices=start.sym, limit_indices=limit.sym, strides=strides.sym)
+        kept.append(op)
+    prog.body.ops = kept
+    return prog
+
+
+def _assertion_to_checks(prog: Program, op: Op) -> None:
+    pred = op.operands[0].sym
+    message = op.attrs.get("error_message", "shape assertion failed")
+    if pred is None or not all(isinstance(p, Pred) for p in pred):
+        raise ShapeError(f"jdisc cannot evaluate the shape assertion at {op.loc} symbolically: "
+                         f"{message}")
+    args = tuple(v.sym[0] if v.sym is not None and len(v.sym) == 1 else None
+                 for v in op.operands[1:])
+    if any(a is None for a in args):
+        args = ()
+    for p in pred:
+        if (_JAX_MIN_DIM.search(message) and p.cmp == ">=" and p.rhs == 1
+                and isinstance(p.lhs, symbolic.Expr) and len(symbolic.variables(p.lhs)) == 1
+                and str(p.lhs) in symbolic.variables(p.lhs)):
+            continue
+        prog.checks.append(Check(p.lhs, p.cmp, p.rhs, _jax_message(message), args))
+
+
+def _jax_message(message: str) -> str:
+    """jax's assertion text up to its boilerplate about specifications."""
+    head = message.split(" Using the following polymorphic shapes", 1)[0]
+    return head.replace("Input shapes do not match the polymorphic shapes specification. ", "")
+
+
+def materialize_dim_values(prog: Program) -> Program:
+    """Pass: integer values with known symbolic contents become `dim_constant` ops."""
+    new_ops = []
+    for op in prog.body.ops:
+        if (len(op.results) == 1 and op.results[0].sym is not None
+                and op.results[0].dtype != "i1" and op.name != "constant"):
+            r = op.results[0]
+            new_ops.append(Op("dim_constant", [], [r], {"values": r.sym}, op.loc))
+        else:
+            new_ops.append(op)
+    prog.body.ops = new_ops
+    return prog
+
+
+def eliminate_dead_code(prog: Program) -> Program:
+    """Pass: drop ops whose results nothing uses (ops have no side effects here)."""
+    _dce(prog.body)
+    return prog
+
+
+def _dce(block: Block) -> None:
+    live: set[int] = {v.id for v in block.results}
+    kept = []
+    for op in reversed(block.ops):
+        if any(r.id in live for r in op.results):
+            kept.append(op)
+            live.update(v.id for v in op.operands)
+    block.ops = kept[::-1]

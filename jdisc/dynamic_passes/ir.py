@@ -1,0 +1,203 @@
+"""jdisc's own IR: one small graph of ops over values with symbolic shapes.
+
+* A `Value` has a dtype (short names: f32, f64, i1, i8..i64, u8..u64, f16, bf16) and a shape made
+  of symbolic dimensions (`int | Expr`, see `symbolic.py`). An integer value whose contents are
+  known symbolically (a dimension size, a shape vector) carries them in `sym`.
+* An `Op` keeps its StableHLO name (`add`, `dot_general`, ...) and the source location it came
+  from, so every error and every generated kernel can point back to the user's line.
+* A `Block` is a function body: parameters, ops in order, results.
+* A `Program` is the whole compiled function: its body, the symbolic signature of its inputs and
+  outputs, and the checks the host launcher makes at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import numpy as np
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.symbolic import Dim
+
+# dtype name -> numpy dtype. Short names follow StableHLO's element types (ui32 -> u32).
+NUMPY_DTYPES = {
+    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16),
+    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """The IR's short dtype name for a numpy/jax dtype."""
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return "bf16"
+    for name, np_dt in NUMPY_DTYPES.items():
+        if np_dt == dt:
+            return name
+    raise KeyError(f"dtype {dt} has no jdisc equivalent")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bf16":
+        import ml_dtypes  # shipped with jax
+        return np.dtype(ml_dtypes.bfloat16)
+    return NUMPY_DTYPES[name]
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in ("f16", "bf16", "f32", "f64")
+
+
+def is_unsigned(dtype: str) -> bool:
+    return dtype.startswith("u") or dtype == "i1"
+
+
+_value_ids = itertools.count()
+
+
+@dataclasses.dataclass(eq=False)
+class Value:
+    dtype: str
+    shape: tuple[Dim, ...]
+    producer: "Op | None" = None
+    sym: tuple[Dim, ...] | None = None   # known integer contents, row-major, when small
+    id: int = dataclasses.field(default_factory=lambda: next(_value_ids))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def num_elements(self) -> Dim:
+        n: Dim = 1
+        for d in self.shape:
+            n = n * d
+        return n
+
+    def type_str(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+    def __repr__(self) -> str:
+        return f"%{self.id}:{self.type_str()}"
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+    name: str
+    operands: list[Value]
+    results: list[Value]
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loc: str = "unknown"
+    regions: list["Block"] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        for r in self.results:
+            r.producer = self
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, self.name
+        return self.results[0]
+
+
+@dataclasses.dataclass(eq=False)
+class Block:
+    params: list[Value]
+    ops: list[Op]
+    results: list[Value]
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A fact the host launcher verifies at run time: `lhs <cmp> rhs` over dimension variables.
+
+    `message` is the user-facing explanation. If `args` is empty the launcher appends the values
+    of the variables involved; otherwise `{k}` in the message is replaced by the value of args[k]
+    (jax.export's shape-assertion messages are written that way).
+    """
+    lhs: Dim
+    cmp: str          # one of == != >= > <= <
+    rhs: Dim
+    message: str
+    args: tuple = ()
+
+    def holds_statically(self) -> bool | None:
+        fn = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
+              "<=": symbolic.prove_le, "<": symbolic.prove_lt}.get(self.cmp)
+        if self.cmp == "!=":
+            r = symbolic.prove_eq(self.lhs, self.rhs)
+            return None if r is None else not r
+        return fn(self.lhs, self.rhs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSpec:
+    """How one flat input or output of the program looks: name, dtype, symbolic shape and, for
+    each axis, the user's dimension name (or None for a static axis)."""
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+
+
+@dataclasses.dataclass(eq=False)
+class Program:
+    name: str
+    body: Block
+    inputs: list[ArgSpec]
+    outputs: list[ArgSpec]
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    kernels: list = dataclasses.field(default_factory=list)   # set by fusion.plan_kernels
+
+    @property
+    def dim_vars(self) -> list[str]:
+        """Dimension variables in the order they are first bound from the inputs."""
+        seen: dict[str, None] = {}
+        for spec in self.inputs:
+            for d in spec.shape:
+                for v in sorted(symbolic.variables(d)):
+                    seen.setdefault(v, None)
+        return list(seen)
+
+
+def walk(block: Block):
+    """Every op in a block, nested regions included, in program order."""
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            yield from walk(region)
+
+
+def format_block(block: Block, indent: str = "  ") -> list[str]:
+    lines = [f"{indent}params({', '.join(repr(p) for p in block.params)})"]
+    for op in block.ops:
+        res = ", ".join(repr(r) for r in op.results)
+        args = ", ".join(f"%{v.id}" for v in op.operands)
+        attrs = {k: v for k, v in op.attrs.items() if not isinstance(v, np.ndarray)}
+        attr_s = f" {attrs}" if attrs else ""
+        sym = ""
+        if len(op.results) == 1 and op.results[0].sym is not None:
+            sym = f"  = <{', '.join(str(d) for d in op.results[0].sym)}>"
+        lines.append(f"{indent}{res + ' = ' if res else ''}{op.name}({args}){attr_s}{sym}"
+                     f"    # {op.loc}")
+        for region in op.regions:
+            lines.extend(format_block(region, indent + "    "))
+    lines.append(f"{indent}return {', '.join(f'%{v.id}' for v in block.results)}")
+    return lines
+
+
+def format_program(prog: Program) -> str:
+    """A readable dump of the program (what JDISC_DUMP_DIR writes after each pass)."""
+    out = [f"program {prog.name}"]
+    for spec in prog.inputs:
+        out.append(f"  input  {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    for spec in prog.outputs:
+        out.append(f"  output {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    for c in prog.checks:
+        out.append(f"  check  {c.lhs} {c.cmp} {c.rhs}    # {c.message[:80]}")
+    out.extend(format_block(prog.body))
+    for k in prog.kernels:
+        out.append(f"  kernel {k.describe()}")
+    return "\n".join(out) + "\n"

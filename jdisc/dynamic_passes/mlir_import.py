@@ -1,0 +1,262 @@
+"""StableHLO (text, bytecode or portable artifact) -> MLIR clean-up -> jdisc IR.
+
+MLIR is read only through jaxlib's bindings; nothing here parses MLIR text by hand. The MLIR
+pass pipeline turns composites into calls and CHLO into StableHLO, then canonicalises; calls are
+inlined while importing (jaxlib's bindings do not register the func dialect's inliner interface,
+so MLIR's `inline` pass leaves `func.call` alone).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import stablehlo
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value
+from jdisc.errors import JdiscError, UnsupportedOpError
+
+MLIR_PIPELINE = (
+    "builtin.module("
+    "func.func(stablehlo-legalize-composite-to-call),"
+    "inline,"
+    "func.func(chlo-legalize-to-stablehlo),"
+    "canonicalize,cse,symbol-dce)"
+)
+
+_ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}
+_DYNAMIC = ir.ShapedType.get_dynamic_size() if hasattr(ir.ShapedType, "get_dynamic_size") else -(2**63)
+_REDUCERS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
+             "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or",
+             "stablehlo.xor": "xor"}
+
+
+def make_context() -> ir.Context:
+    from jax._src.interpreters import mlir as jax_mlir
+    ctx = jax_mlir.make_ir_context()
+    stablehlo.register_stablehlo_passes()
+    return ctx
+
+
+def parse_module(module: str | bytes, ctx: ir.Context) -> ir.Module:
+    """Text, MLIR bytecode or a StableHLO portable artifact (VHLO bytecode)."""
+    with ctx:
+        if isinstance(module, (bytes, bytearray)):
+            try:
+                return stablehlo.deserialize_portable_artifact(ctx, bytes(module))
+            except Exception:   # plain MLIR bytecode of StableHLO
+                return ir.Module.parse(bytes(module))
+        return ir.Module.parse(module)
+
+
+def run_mlir_pipeline(module: ir.Module) -> None:
+    with module.context:
+        passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
+
+
+# --------------------------------------------------------------------------- locations
+
+_FILE_LINE = re.compile(r'"([^"]+)":(\d+):\d+')
+_NAME = re.compile(r'loc\("([^"]*)"')
+
+
+def format_location(loc: ir.Location) -> str:
+    """`file.py:12 (jit(f)/tanh)` from an MLIR location; innermost user frame first."""
+    text = str(loc)
+    name = _NAME.match(text)
+    where = _FILE_LINE.search(text)
+    parts = []
+    if where:
+        parts.append(f"{where.group(1)}:{where.group(2)}")
+    if name and name.group(1):
+        parts.append(f"({name.group(1)})" if parts else name.group(1))
+    return " ".join(parts) or "unknown location"
+
+
+# --------------------------------------------------------------------------- types, attributes
+
+def element_type_name(t: ir.Type) -> str:
+    s = str(t)
+    return _ELEMENT_TYPES.get(s, s)
+
+
+def tensor_type(t: ir.Type) -> tuple[str, tuple[int | None, ...]]:
+    rt = ir.RankedTensorType(t)
+    shape = tuple(None if ir.ShapedType(rt).is_dynamic_dim(i) else d
+                  for i, d in enumerate(rt.shape))
+    return element_type_name(rt.element_type), shape
+
+
+def _scalar_attr_value(a: ir.Attribute) -> Any:
+    for cls in (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr):
+        if isinstance(a, cls):
+            return cls(a).value
+    raise JdiscError(f"cannot read scalar attribute {a}")
+
+
+def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    """A dense elements attribute as a numpy array of the IR dtype."""
+    from jdisc.dynamic_passes.ir import numpy_dtype
+    da = ir.DenseElementsAttr(a)
+    np_dt = numpy_dtype(dtype)
+    if da.is_splat:
+        v = _scalar_attr_value(da.get_splat_value())
+        return np.full(tuple(shape), v, dtype=np_dt)
+    if dtype == "i1":
+        vals = [bool(_scalar_attr_value(da[i])) for i in range(len(da))]
+        return np.array(vals, dtype=np.bool_).reshape(shape)
+    arr = np.array(da)
+    if arr.dtype != np_dt:
+        arr = arr.view(np_dt) if arr.dtype.itemsize == np_dt.itemsize else arr.astype(np_dt)
+    return arr.reshape(shape)
+
+
+def convert_attr(name: str, a: ir.Attribute) -> Any:
+    if isinstance(a, ir.DenseI64ArrayAttr):
+        return tuple(ir.DenseI64ArrayAttr(a))
+    if isinstance(a, ir.DenseBoolArrayAttr):
+        return tuple(ir.DenseBoolArrayAttr(a))
+    if isinstance(a, ir.BoolAttr) or isinstance(a, ir.IntegerAttr) or isinstance(a, ir.FloatAttr):
+        return _scalar_attr_value(a)
+    if isinstance(a, ir.StringAttr):
+        return ir.StringAttr(a).value
+    if isinstance(a, ir.FlatSymbolRefAttr):
+        return ir.FlatSymbolRefAttr(a).value
+    if name == "comparison_direction":
+        return stablehlo.ComparisonDirectionAttr(a).value
+    if name == "compare_type":
+        return stablehlo.ComparisonTypeAttr(a).value
+    if name == "dot_dimension_numbers":
+        dn = stablehlo.DotDimensionNumbers(a)
+        return {"lhs_batch": tuple(dn.lhs_batching_dimensions),
+                "rhs_batch": tuple(dn.rhs_batching_dimensions),
+                "lhs_contract": tuple(dn.lhs_contracting_dimensions),
+                "rhs_contract": tuple(dn.rhs_contracting_dimensions)}
+    if isinstance(a, ir.DenseIntElementsAttr):
+        return tuple(int(x) for x in np.array(ir.DenseIntElementsAttr(a)).ravel())
+    return str(a)   # kept verbatim; ops that need it fail clearly in check_supported
+
+
+# --------------------------------------------------------------------------- import
+
+class _Importer:
+    def __init__(self, module: ir.Module):
+        self.funcs = {}
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+                self.funcs[name] = op.operation
+
+    def import_func(self, fn, args: list[Value], ops: list[Op]) -> list[Value]:
+        """Append the ops of `fn`'s body to `ops` with its parameters bound to `args`."""
+        blk = fn.regions[0].blocks[0]
+        env: dict[ir.Value, Value] = dict(zip(blk.arguments, args))
+        return self.import_block_ops(blk, env, ops)
+
+    def import_block_ops(self, blk, env, ops: list[Op]) -> list[Value]:
+        for mop in blk.operations:
+            o = mop.operation
+            name = o.name
+            operands = [env[v] for v in o.operands]
+            if name in ("func.return", "stablehlo.return"):
+                return operands
+            if name == "func.call":
+                callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
+                outs = self.import_func(self.funcs[callee], operands, ops)
+                for r, v in zip(o.results, outs):
+                    env[r] = v
+                continue
+            results = []
+            for r in o.results:
+                dtype, shape = tensor_type(r.type)
+                results.append(Value(dtype, shape))
+            op = Op(name.removeprefix("stablehlo."), operands, results,
+                    self.attributes(o), format_location(o.location))
+            if name == "stablehlo.custom_call":
+                op.name = op.attrs.get("call_target_name", "custom_call")
+                if op.name != "shape_assertion":
+                    op.attrs["unsupported"] = f"custom_call target '{op.name}'"
+            elif name in ("stablehlo.constant",):
+                op.attrs["value"] = dense_value(o.attributes["value"], results[0].dtype,
+                                                results[0].shape)
+            elif name == "stablehlo.reduce":
+                self.import_reducer(o, op)
+            elif len(o.regions):
+                op.attrs["unsupported"] = f"op '{name}' with regions"
+            if not name.startswith("stablehlo."):
+                op.attrs["unsupported"] = f"op '{name}'"
+            for r, v in zip(o.results, results):
+                env[r] = v
+            ops.append(op)
+        raise JdiscError("block without a terminator")
+
+    @staticmethod
+    def attributes(o) -> dict[str, Any]:
+        attrs = {}
+        for i in range(len(o.attributes)):
+            na = o.attributes[i]
+            if na.name in ("value",):
+                continue
+            attrs[na.name] = convert_attr(na.name, na.attr)
+        return attrs
+
+    @staticmethod
+    def import_reducer(o, op: Op) -> None:
+        body = o.regions[0].blocks[0]
+        inner = [b.operation for b in body.operations]
+        n = len(o.results)
+        if n == 1 and len(inner) == 2 and inner[0].name in _REDUCERS:
+            a, b = inner[0].operands
+            args = list(body.arguments)
+            if {a, b} == set(args) and inner[1].operands[0] == inner[0].results[0]:
+                op.attrs["reducer"] = _REDUCERS[inner[0].name]
+                return
+        op.attrs["unsupported"] = "reduce with a body other than add/max/min/mul/and/or/xor"
+
+
+def import_module(module: ir.Module, name: str, input_names: Sequence[str] | None = None,
+                  input_shapes: Sequence[Sequence[symbolic.Dim]] | None = None,
+                  output_names: Sequence[str] | None = None) -> Program:
+    """jdisc IR for the module's public `@main`.
+
+    `input_shapes` gives each input's symbolic shape (from jax.export's avals); without it, every
+    `?` dim of input i, axis j becomes a fresh dimension variable `d{i}_{j}`.
+    """
+    imp = _Importer(module)
+    main = imp.funcs.get("main")
+    if main is None:
+        raise JdiscError("the StableHLO module has no @main function")
+    fn_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    params, inputs = [], []
+    for i, t in enumerate(fn_type.inputs):
+        dtype, static = tensor_type(t)
+        if input_shapes is not None:
+            shape = tuple(input_shapes[i])
+            if len(shape) != len(static):
+                raise JdiscError(f"input {i}: rank {len(static)} in StableHLO, "
+                                 f"{len(shape)} in the given shapes")
+        else:
+            shape = tuple(symbolic.var(f"d{i}_{j}") if d is None else d
+                          for j, d in enumerate(static))
+        arg_name = input_names[i] if input_names else f"args[{i}]"
+        params.append(Value(dtype, shape))
+        inputs.append(ArgSpec(arg_name, dtype, shape))
+    ops: list[Op] = []
+    results = imp.import_func(main, params, ops)
+    outputs = [ArgSpec(output_names[i] if output_names else f"result[{i}]", v.dtype, v.shape)
+               for i, v in enumerate(results)]
+    return Program(name, Block(params, ops, results), inputs, outputs)
+
+
+def import_stablehlo(module_text_or_bytes: str | bytes, name: str = "main", **kw) -> Program:
+    ctx = make_context()
+    module = parse_module(module_text_or_bytes, ctx)
+    run_mlir_pipeline(module)
+    with ctx:
+        return import_module(module, name, **kw)
+
+
+__all__ = ["import_stablehlo", "import_module", "format_location", "UnsupportedOpError"]

@@ -1,0 +1,69 @@
+"""The compile pipeline over jdisc's IR, top to bottom.
+
+`PASSES` is the whole middle end: each entry is a named function Program -> Program. With
+`JDISC_DUMP_DIR` set, the IR after each pass is written there (`NN_<pass>.txt`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from jdisc.dynamic_passes import mlir_import
+from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
+                                              resolve_dynamic_ops)
+from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
+from jdisc.dynamic_passes.fusion import plan_kernels
+from jdisc.dynamic_passes.ir import Program, format_program
+from jdisc.dynamic_passes.shape_prop import propagate_shapes
+from jdisc.dynamic_passes.supported import check_supported
+from jdisc.dynamic_passes.verify import verify
+
+Pass = Callable[[Program], Program]
+
+PASSES: list[Pass] = [
+    check_supported,          # every unsupported op, with its location, in one error
+    propagate_shapes,         # symbolic shapes for every value; shape computations evaluated
+    resolve_dynamic_ops,      # dynamic_* ops -> static ops with symbolic shapes; assertions -> checks
+    materialize_dim_values,   # dimension sizes used as data -> dim_constant
+    eliminate_dead_code,
+    canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
+    plan_kernels,             # kernels and materialised buffers
+]
+
+
+def dump_dir() -> str | None:
+    return os.environ.get("JDISC_DUMP_DIR") or None
+
+
+def dump(name: str, text: str | bytes, subdir: str) -> None:
+    root = dump_dir()
+    if root is None:
+        return
+    path = os.path.join(root, subdir)
+    os.makedirs(path, exist_ok=True)
+    mode = "wb" if isinstance(text, bytes) else "w"
+    with open(os.path.join(path, name), mode) as f:
+        f.write(text)
+
+
+def run_passes(prog: Program, passes: Sequence[Pass] = PASSES) -> Program:
+    for i, p in enumerate(passes):
+        prog = p(prog)
+        if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
+            verify(prog)
+        dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), prog.name)
+    return prog
+
+
+def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw) -> Program:
+    """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes."""
+    ctx = mlir_import.make_context()
+    mod = mlir_import.parse_module(module, ctx)
+    dump("00_stablehlo.mlir", str(mod), name)
+    mlir_import.run_mlir_pipeline(mod)
+    dump("00_stablehlo_clean.mlir", str(mod), name)
+    with ctx:
+        prog = mlir_import.import_module(mod, name, **import_kw)
+    dump("00_imported.txt", format_program(prog), name)
+    return run_passes(prog)

@@ -1,0 +1,46 @@
+"""Which StableHLO ops jdisc compiles, and the pass that reports every one it does not."""
+
+from __future__ import annotations
+
+from jdisc.dynamic_passes.ir import Program, walk
+from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.errors import UnsupportedOpError
+
+SUPPORTED_OPS = frozenset({
+    # elementwise arithmetic, math, logic
+    "abs", "add", "and", "ceil", "compare", "convert", "cosine", "divide", "exponential",
+    "exponential_minus_one", "floor", "is_finite", "log", "log_plus_one", "logistic", "maximum",
+    "minimum", "multiply", "negate", "not", "or", "power", "remainder", "rsqrt", "sign",
+    "sine", "sqrt", "subtract", "tan", "tanh", "xor", "atan2", "cbrt", "select", "clamp",
+    "round_nearest_even", "round_nearest_afz",
+    # data movement and creation
+    "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape", "transpose",
+    "concatenate", "slice",
+    # reductions and contractions
+    "reduce", "dot_general",
+    # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
+    "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
+    "real_dynamic_slice", "shape_assertion",
+})
+
+
+def check_supported(prog: Program) -> Program:
+    """Pass: raise UnsupportedOpError naming every unsupported op and its location."""
+    bad = []
+    for op in walk(prog.body):
+        reason = op.attrs.get("unsupported")
+        if reason is None and op.name not in SUPPORTED_OPS:
+            reason = f"op 'stablehlo.{op.name}'"
+        if reason is not None:
+            bad.append(f"  stablehlo.{op.name} at {op.loc}: {reason}")
+    if bad:
+        raise UnsupportedOpError(
+            f"jdisc cannot compile {len(bad)} op(s) in '{prog.name}':\n" + "\n".join(bad))
+    return prog
+
+
+assert SUPPORTED_OPS - {"constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
+                        "transpose", "concatenate", "slice", "reduce", "dot_general",
+                        "select", "clamp", "get_dimension_size",
+                        "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
+                        "real_dynamic_slice", "shape_assertion"} <= ELEMENTWISE

@@ -1,0 +1,684 @@
+"""Symbolic dimensions: jdisc's small algebra of shape expressions.
+
+A dimension is a ``Dim = int | Expr``. Whatever folds to a constant is a plain Python ``int``; an
+``Expr`` is never constant. An ``Expr`` is kept in one normal form, built on construction::
+
+    Expr = c1*m1 + c2*m2 + ... + c0     .terms = ((m1, c1), (m2, c2), ...)   .const = c0
+    m    = a1^p1 * a2^p2 * ...          a monomial: ((a1, p1), (a2, p2), ...), every p >= 1
+    a    = var(name)                    an Atom; .op is "var", "floordiv", "mod", "max" or "min"
+         | floordiv(x, y) | mod(x, y) | max(x, y) | min(x, y)          x, y: int | Expr
+
+Coefficients are non-zero ints. Atoms in a monomial are sorted by their text, monomials by degree
+(descending) then text; ``str`` prints exactly this form and ``parse`` reads it back.
+
+Variables stand for dimension sizes: integers >= 0. Simplifications may rely on that (so
+``mod(mod(S, 8), 8) -> mod(S, 8)``) and on divisors being non-zero (so ``(B*S)//S -> B``), on
+nothing else. Division and modulo follow Python's floor semantics everywhere.
+
+Equality: ``==`` on Exprs means "same normal form", which makes Exprs good dict keys. True proves
+the values equal; False proves nothing (``max(B, S) + min(B, S)`` equals ``B + S`` in another
+form). Optimisations decide with ``prove_eq``, ``prove_ge``, ...: True or False only when proven,
+else None. Ordering operators (``<`` ...) are deliberately not defined.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from types import MappingProxyType
+from typing import Callable, Mapping, Union
+
+Dim = Union[int, "Expr"]
+Bound = Union[int, float]  # an int, or -math.inf / math.inf
+Interval = tuple[Bound, Bound]
+
+_INF = math.inf
+_NO_BOUNDS: Mapping[str, Interval] = MappingProxyType({})
+_set = object.__setattr__  # the constructors' only way to fill the immutable slots
+
+C_PRELUDE = """\
+/* jdisc symbolic-dimension helpers: floor division and modulo with Python semantics. */
+#ifndef JD_SYMBOLIC_PRELUDE
+#define JD_SYMBOLIC_PRELUDE
+#include <stdint.h>
+static inline int64_t jd_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+static inline int64_t jd_mod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+static inline int64_t jd_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t jd_min(int64_t a, int64_t b) { return a < b ? a : b; }
+#endif
+"""
+
+
+class Atom:
+    """A factor of a monomial: a variable, or floordiv/mod/max/min of two Dims.
+
+    ``text`` is the atom's printed normal form; it identifies the atom (equal text, equal atom).
+    """
+
+    __slots__ = ("op", "args", "text", "_hash")
+
+    def __init__(self, op: str, args: tuple):
+        text = args[0] if op == "var" else f"{op}({args[0]}, {args[1]})"
+        _set(self, "op", op)
+        _set(self, "args", args)
+        _set(self, "text", text)
+        _set(self, "_hash", hash(text))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Atom is immutable")
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Atom) and self.text == other.text)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return self.text
+
+
+class Expr:
+    """A non-constant symbolic dimension in normal form (see the module docstring).
+
+    Build Exprs with ``var``, ``parse`` and the operators ``+ - * // %``; the constructor takes
+    an already normalised form and is internal.
+    """
+
+    __slots__ = ("terms", "const", "_hash", "_text")
+
+    def __init__(self, terms: tuple, const: int):
+        _set(self, "terms", terms)
+        _set(self, "const", const)
+        _set(self, "_hash", hash((terms, const)))
+        _set(self, "_text", None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Expr is immutable")
+
+    def __eq__(self, other):
+        """Same normal form. Use prove_eq to decide anything."""
+        if isinstance(other, Expr):
+            return self is other or (
+                self._hash == other._hash and self.const == other.const and self.terms == other.terms
+            )
+        if isinstance(other, int):
+            return False  # an Expr is never constant
+        return NotImplemented
+
+    def __hash__(self):
+        return self._hash
+
+    def __str__(self):
+        if self._text is None:
+            _set(self, "_text", _format(self))
+        return self._text
+
+    __repr__ = __str__
+
+    def __reduce__(self):
+        return parse, (str(self),)
+
+    def __add__(self, other): return _binary(_add, self, other)
+    def __radd__(self, other): return _binary(_add, other, self)
+    def __sub__(self, other): return _binary(_sub, self, other)
+    def __rsub__(self, other): return _binary(_sub, other, self)
+    def __mul__(self, other): return _binary(_mul, self, other)
+    def __rmul__(self, other): return _binary(_mul, other, self)
+    def __floordiv__(self, other): return _binary(floordiv, self, other)
+    def __rfloordiv__(self, other): return _binary(floordiv, other, self)
+    def __mod__(self, other): return _binary(mod, self, other)
+    def __rmod__(self, other): return _binary(mod, other, self)
+    def __neg__(self): return _mul(self, -1)
+    def __pos__(self): return self
+
+    def __pow__(self, exponent):
+        return _pow(self, exponent) if isinstance(exponent, int) else NotImplemented
+
+
+# ---- coercion and polynomial arithmetic -------------------------------------------------------
+
+def _coerce(x) -> Dim | None:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if hasattr(type(x), "__index__"):  # numpy integers; floats have no __index__
+        return operator.index(x)
+    return None
+
+
+def _dim(x) -> Dim:
+    d = _coerce(x)
+    if d is None:
+        raise TypeError(f"a dimension must be an int or a symbolic Expr, got {x!r} ({type(x).__name__})")
+    return d
+
+
+def _binary(fn, a, b):
+    a, b = _coerce(a), _coerce(b)
+    if a is None or b is None:
+        return NotImplemented
+    return fn(a, b)
+
+
+def _items(x: Dim) -> tuple:
+    """The (monomial, coefficient) pairs of x; the constant is the empty monomial ()."""
+    if isinstance(x, int):
+        return (((), x),)
+    return x.terms + (((), x.const),)
+
+
+def _term_key(term):
+    mono = term[0]
+    return -sum(p for _, p in mono), [(atom.text, -p) for atom, p in mono]
+
+
+def _build(poly: dict) -> Dim:
+    """Normalise {monomial: coefficient} into an int or an Expr."""
+    const = poly.pop((), 0)
+    terms = [(m, c) for m, c in poly.items() if c]
+    if not terms:
+        return const
+    terms.sort(key=_term_key)
+    return Expr(tuple(terms), const)
+
+
+def _atom_expr(atom: Atom) -> Expr:
+    return Expr(((((atom, 1),), 1),), 0)
+
+
+def _single_atom(d: Dim) -> Atom | None:
+    """The atom a when d is exactly a (coefficient 1, power 1, no constant), else None."""
+    if isinstance(d, Expr) and d.const == 0 and len(d.terms) == 1:
+        (mono, coeff), = d.terms
+        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1:
+            return mono[0][0]
+    return None
+
+
+def _mono_mul(m1: tuple, m2: tuple) -> tuple:
+    if not m1 or not m2:
+        return m1 or m2
+    powers = dict(m1)
+    for atom, p in m2:
+        powers[atom] = powers.get(atom, 0) + p
+    return tuple(sorted(powers.items(), key=lambda ap: ap[0].text))
+
+
+def _mono_div(m: tuple, d: tuple) -> tuple | None:
+    """m / d when the monomial d divides m, else None."""
+    powers = dict(m)
+    for atom, p in d:
+        if powers.get(atom, 0) < p:
+            return None
+        powers[atom] -= p
+    return tuple((atom, p) for atom, p in m if powers[atom])
+
+
+def _add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    poly = dict(_items(a))
+    for m, c in _items(b):
+        poly[m] = poly.get(m, 0) + c
+    return _build(poly)
+
+
+def _sub(a: Dim, b: Dim) -> Dim:
+    return _add(a, _mul(b, -1))
+
+
+def _mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    poly: dict = {}
+    for ma, ca in _items(a):
+        for mb, cb in _items(b):
+            if ca and cb:
+                m = _mono_mul(ma, mb)
+                poly[m] = poly.get(m, 0) + ca * cb
+    return _build(poly)
+
+
+def _pow(a: Dim, exponent: int) -> Dim:
+    if exponent < 0:
+        raise ValueError(f"a dimension can only be raised to a power >= 0, got {exponent}")
+    result: Dim = 1
+    for _ in range(exponent):
+        result = _mul(result, a)
+    return result
+
+
+# ---- floordiv, mod, max, min ------------------------------------------------------------------
+
+def floordiv(a, b) -> Dim:
+    """floor(a / b), Python's ``//``."""
+    return _divide("floordiv", _dim(a), _dim(b))
+
+
+def mod(a, b) -> Dim:
+    """a - b * floor(a / b), Python's ``%``."""
+    return _divide("mod", _dim(a), _dim(b))
+
+
+def _split(a: Dim, mono: tuple, coeff: int) -> tuple[Dim, Dim]:
+    """(quotient, rest) with a == coeff*mono*quotient + rest, pulling out the exact multiples."""
+    quotient, rest = {}, {}
+    for m, c in _items(a):
+        q = _mono_div(m, mono)
+        if q is not None and c % coeff == 0:
+            quotient[q] = c // coeff
+        elif not m and not mono:  # the constant over a constant divisor: keep 0 <= rest < coeff
+            quotient[q], rest[m] = divmod(c, coeff)
+        else:
+            rest[m] = c
+    return _build(quotient), _build(rest)
+
+
+def _divide(op: str, a: Dim, b: Dim) -> Dim:
+    if isinstance(b, int):
+        if isinstance(a, int):
+            return a // b if op == "floordiv" else a % b
+        if b == 0:
+            raise ZeroDivisionError(f"{op}({a}, 0)")
+        if b < 0:  # floor(a / -c) == floor(-a / c);  a mod -c == -((-a) mod c)
+            result = _divide(op, _mul(a, -1), -b)
+            return result if op == "floordiv" else _mul(result, -1)
+        quotient, rest = _split(a, (), b)
+        lo, hi = bounds(rest)
+        if -_INF < lo and hi < _INF and lo // b == hi // b:  # rest stays in one block of b
+            return _add(quotient, lo // b) if op == "floordiv" else _sub(rest, b * (lo // b))
+        inner = _single_atom(rest)
+        if op == "floordiv" and inner is not None and inner.op == "floordiv" \
+                and isinstance(inner.args[1], int):  # floor(floor(x / c1) / c2) == floor(x / (c1*c2))
+            return _add(quotient, floordiv(inner.args[0], inner.args[1] * b))
+    else:
+        if isinstance(a, int) and a == 0:
+            return 0
+        if len(b.terms) == 1 and b.const == 0:
+            quotient, rest = _split(a, *b.terms[0])
+        else:
+            k = _exact_multiple(a, b)
+            quotient, rest = (k, 0) if k is not None else (0, a)
+        if isinstance(rest, int) and rest == 0:
+            return quotient if op == "floordiv" else 0
+        if prove_ge(rest, 0) is True and prove_gt(b, rest) is True:  # 0 <= rest < b
+            return quotient if op == "floordiv" else rest
+    atom = _atom_expr(Atom(op, (rest, b)))
+    return _add(quotient, atom) if op == "floordiv" else atom
+
+
+def _exact_multiple(a: Dim, b: Expr) -> int | None:
+    """k when a == k*b in normal form, else None."""
+    if isinstance(a, int):
+        return None
+    mono, coeff = b.terms[0]
+    ca = dict(a.terms).get(mono, 0)
+    if ca == 0 or ca % coeff:
+        return None
+    k = ca // coeff
+    diff = _sub(a, _mul(b, k))
+    return k if isinstance(diff, int) and diff == 0 else None
+
+
+def dmax(a, b) -> Dim:
+    """max(a, b); folds when one side is provably >= the other (variables >= 0)."""
+    return _extremum("max", _dim(a), _dim(b))
+
+
+def dmin(a, b) -> Dim:
+    """min(a, b); folds when one side is provably <= the other (variables >= 0)."""
+    return _extremum("min", _dim(a), _dim(b))
+
+
+def _extremum(op: str, a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b) if op == "max" else min(a, b)
+    lo, hi = bounds(_sub(a, b))
+    if lo >= 0:  # a >= b everywhere
+        return a if op == "max" else b
+    if hi <= 0:  # a <= b everywhere
+        return b if op == "max" else a
+    x, y = sorted((a, b), key=lambda d: (isinstance(d, int), str(d)))
+    return _atom_expr(Atom(op, (x, y)))
+
+
+_BUILDERS: dict[str, Callable[[Dim, Dim], Dim]] = {
+    "floordiv": floordiv, "mod": mod, "max": dmax, "min": dmin,
+}
+_APPLY: dict[str, Callable[[int, int], int]] = {
+    "floordiv": operator.floordiv, "mod": operator.mod, "max": max, "min": min,
+}
+
+
+# ---- queries ----------------------------------------------------------------------------------
+
+def var(name: str) -> Expr:
+    """The dimension variable ``name`` (an identifier)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a dimension variable needs an identifier for a name, got {name!r}")
+    return _atom_expr(Atom("var", (name,)))
+
+
+def is_const(d) -> bool:
+    return isinstance(_dim(d), int)
+
+
+def as_int(d) -> int | None:
+    d = _dim(d)
+    return d if isinstance(d, int) else None
+
+
+def evaluate(d, env: Mapping[str, int]) -> int:
+    """The value of d with the variables bound by env; KeyError names a missing variable."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return d
+    total = d.const
+    for mono, coeff in d.terms:
+        for atom, p in mono:
+            coeff *= _evaluate_atom(atom, env) ** p
+        total += coeff
+    return total
+
+
+def _evaluate_atom(atom: Atom, env: Mapping[str, int]) -> int:
+    if atom.op == "var":
+        return operator.index(env[atom.args[0]])
+    x, y = atom.args
+    return _APPLY[atom.op](evaluate(x, env), evaluate(y, env))
+
+
+def variables(d) -> frozenset[str]:
+    d = _dim(d)
+    names: set[str] = set()
+    for mono, _ in d.terms if isinstance(d, Expr) else ():
+        for atom, _ in mono:
+            if atom.op == "var":
+                names.add(atom.args[0])
+            else:
+                names.update(variables(atom.args[0]), variables(atom.args[1]))
+    return frozenset(names)
+
+
+def substitute(d, mapping: Mapping[str, Dim]) -> Dim:
+    """d with the variables in mapping replaced by their Dims, renormalised."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return d
+    total: Dim = d.const
+    for mono, coeff in d.terms:
+        term: Dim = coeff
+        for atom, p in mono:
+            term = _mul(term, _pow(_substitute_atom(atom, mapping), p))
+        total = _add(total, term)
+    return total
+
+
+def _substitute_atom(atom: Atom, mapping: Mapping[str, Dim]) -> Dim:
+    if atom.op == "var":
+        name = atom.args[0]
+        return _dim(mapping[name]) if name in mapping else _atom_expr(atom)
+    x, y = (substitute(arg, mapping) for arg in atom.args)
+    return _BUILDERS[atom.op](x, y)
+
+
+# ---- bounds and three-valued comparisons ------------------------------------------------------
+
+def bounds(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> Interval:
+    """A sound interval (lo, hi) containing d; variables range over var_bounds, else [0, inf)."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return d, d
+    lo = hi = d.const
+    for mono, coeff in d.terms:
+        m = (1, 1)
+        for atom, p in mono:
+            m = _interval_mul(m, _interval_pow(_atom_bounds(atom, var_bounds), p))
+        if coeff > 0:
+            lo, hi = lo + coeff * m[0], hi + coeff * m[1]
+        else:
+            lo, hi = lo + coeff * m[1], hi + coeff * m[0]
+    return lo, hi
+
+
+def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval]) -> Interval:
+    if atom.op == "var":
+        lo, hi = var_bounds.get(atom.args[0], (0, _INF))
+        return lo, hi
+    x, y = (bounds(arg, var_bounds) for arg in atom.args)
+    if atom.op == "max":
+        return max(x[0], y[0]), max(x[1], y[1])
+    if atom.op == "min":
+        return min(x[0], y[0]), min(x[1], y[1])
+    # A divisor is a non-zero integer, so y splits into [yl, -1] and [1, yh].
+    parts = []
+    if atom.op == "floordiv":
+        if y[1] >= 1:
+            parts.append(_floordiv_positive(x, max(y[0], 1), y[1]))
+        if y[0] <= -1:  # floor(x / y) == floor(-x / -y)
+            parts.append(_floordiv_positive((-x[1], -x[0]), max(-y[1], 1), -y[0]))
+    elif y[0] == y[1] != 0 and -_INF < x[0] and x[1] < _INF and x[0] // y[0] == x[1] // y[0]:
+        k = x[0] // y[0]  # x stays in one block of the constant divisor
+        return x[0] - y[0] * k, x[1] - y[0] * k
+    else:  # mod: same sign as the divisor, smaller in size, and no larger in size than x
+        if y[1] >= 1:
+            parts.append((0, min(y[1] - 1, x[1]) if x[0] >= 0 else y[1] - 1))
+        if y[0] <= -1:
+            parts.append((max(y[0] + 1, x[0]) if x[1] <= 0 else y[0] + 1, 0))
+    if not parts:  # the divisor is always 0: no value exists
+        return -_INF, _INF
+    return min(p[0] for p in parts), max(p[1] for p in parts)
+
+
+def _floordiv_positive(x: Interval, yl: Bound, yh: Bound) -> Interval:
+    """Interval of floor(x / y) for x in [xl, xh] and 1 <= yl <= y <= yh (floor is monotone)."""
+    xl, xh = x
+    lo = _floor_div(xl, yh) if xl >= 0 else _floor_div(xl, yl)
+    hi = _floor_div(xh, yl) if xh >= 0 else _floor_div(xh, yh)
+    return lo, hi
+
+
+def _floor_div(a: Bound, b: Bound) -> Bound:
+    """floor(a / b) for b >= 1, either possibly infinite; a finite a / inf tends to 0 from a's side."""
+    if a in (_INF, -_INF):
+        return a
+    if b == _INF:
+        return 0 if a >= 0 else -1
+    return a // b
+
+
+def _interval_mul(a: Interval, b: Interval) -> Interval:
+    if a[0] >= 0 and b[0] >= 0:
+        return _times(a[0], b[0]), _times(a[1], b[1])
+    products = [_times(x, y) for x in a for y in b]
+    return min(products), max(products)
+
+
+def _times(x: Bound, y: Bound) -> Bound:
+    return 0 if x == 0 or y == 0 else x * y  # 0 * inf is 0: inf only stands for "unbounded"
+
+
+def _interval_pow(iv: Interval, p: int) -> Interval:
+    lo, hi = iv
+    if p == 1:
+        return iv
+    if p % 2 or lo >= 0:
+        return lo ** p, hi ** p
+    if hi <= 0:
+        return hi ** p, lo ** p
+    return 0, max(lo ** p, hi ** p)
+
+
+def prove_eq(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    """True: a == b everywhere; False: a != b everywhere in bounds; None: unknown."""
+    diff = _sub(_dim(a), _dim(b))
+    if isinstance(diff, int):
+        return diff == 0
+    lo, hi = bounds(diff, var_bounds)
+    if lo > 0 or hi < 0:
+        return False
+    return True if lo == hi == 0 else None
+
+
+def prove_ge(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    lo, hi = bounds(_sub(_dim(a), _dim(b)), var_bounds)
+    return True if lo >= 0 else False if hi < 0 else None
+
+
+def prove_gt(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    lo, hi = bounds(_sub(_dim(a), _dim(b)), var_bounds)
+    return True if lo > 0 else False if hi <= 0 else None
+
+
+def prove_le(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    return prove_ge(b, a, var_bounds)
+
+
+def prove_lt(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    return prove_gt(b, a, var_bounds)
+
+
+# ---- text: str, parse, C ----------------------------------------------------------------------
+
+def _join_terms(e: Expr, render_mono, times: str) -> str:
+    pieces = []
+    for mono, coeff in e.terms:
+        body = render_mono(mono)
+        pieces.append((coeff < 0, body if abs(coeff) == 1 else f"{abs(coeff)}{times}{body}"))
+    if e.const:
+        pieces.append((e.const < 0, str(abs(e.const))))
+    text = ("-" if pieces[0][0] else "") + pieces[0][1]
+    for negative, piece in pieces[1:]:
+        text += (" - " if negative else " + ") + piece
+    return text
+
+
+def _format(e: Expr) -> str:
+    return _join_terms(
+        e, lambda mono: "*".join(a.text if p == 1 else f"{a.text}^{p}" for a, p in mono), "*")
+
+
+def parse(text: str) -> Dim:
+    """Read a dimension expression such as ``2*B + 4``, ``floordiv(B, 2)`` or ``B^2 - S``."""
+    return _Parser(text).parse()
+
+
+class _Parser:
+    """Recursive descent over
+        sum := product (('+' | '-') product)*      product := unary (('*' | '//' | '%') unary)*
+        unary := ('-' | '+') unary | power         power := primary (('^' | '**') INT)?
+        primary := INT | NAME | NAME '(' sum ',' sum ')' | '(' sum ')'
+    """
+
+    PRODUCT_OPS = {"*": _mul, "//": floordiv, "%": mod}
+
+    def __init__(self, text: str):
+        self.text, self.i = text, 0
+        self.tokens = re.findall(r"\d+|[^\W\d]\w*|//|\*\*|\S", text)
+
+    def fail(self, what: str):
+        raise ValueError(f"cannot parse dimension {self.text!r}: {what}")
+
+    def peek(self) -> str:
+        return self.tokens[self.i] if self.i < len(self.tokens) else ""
+
+    def take(self, expected: str = "") -> str:
+        token = self.peek()
+        if not token or (expected and token != expected):
+            self.fail(f"expected {expected!r}, found {token!r}" if expected else "unexpected end")
+        self.i += 1
+        return token
+
+    def parse(self) -> Dim:
+        value = self.sum()
+        if self.peek():
+            self.fail(f"unexpected {self.peek()!r}")
+        return value
+
+    def sum(self) -> Dim:
+        value = self.product()
+        while self.peek() in ("+", "-"):
+            sign = 1 if self.take() == "+" else -1
+            value = _add(value, _mul(self.product(), sign))
+        return value
+
+    def product(self) -> Dim:
+        value = self.unary()
+        while self.peek() in self.PRODUCT_OPS:
+            value = self.PRODUCT_OPS[self.take()](value, self.unary())
+        return value
+
+    def unary(self) -> Dim:
+        if self.peek() in ("-", "+"):
+            sign = 1 if self.take() == "+" else -1
+            return _mul(self.unary(), sign)
+        value = self.primary()
+        if self.peek() in ("^", "**"):
+            self.take()
+            exponent = self.take()
+            if not exponent.isdecimal():
+                self.fail(f"the exponent {exponent!r} is not an integer")
+            value = _pow(value, int(exponent))
+        return value
+
+    def primary(self) -> Dim:
+        token = self.take()
+        if token.isdecimal():
+            return int(token)
+        if token == "(":
+            value = self.sum()
+            self.take(")")
+            return value
+        if not token.isidentifier():
+            self.fail(f"unexpected {token!r}")
+        if token in _BUILDERS and self.peek() == "(":
+            self.take("(")
+            x = self.sum()
+            self.take(",")
+            y = self.sum()
+            self.take(")")
+            return _BUILDERS[token](x, y)
+        return var(token)
+
+
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _c_int(c: int) -> str:
+    if not _INT64_MIN <= c <= _INT64_MAX:
+        raise ValueError(f"the constant {c} in a dimension expression does not fit in int64_t")
+    return "(-9223372036854775807 - 1)" if c == _INT64_MIN else str(c)
+
+
+def to_c(d, name: Callable[[str], str] = lambda v: v) -> str:
+    """A C99 int64_t expression for d; variables render as name(v), floor ops as jd_* calls
+    (defined in C_PRELUDE). Anything but a lone variable or call comes parenthesised."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return f"((int64_t){_c_int(d)})"
+    atom = _single_atom(d)
+    if atom is not None:
+        return _c_atom(atom, name)
+    return f"({_c_sum(d, name)})"
+
+
+def _c_sum(e: Expr, name: Callable[[str], str]) -> str:
+    for c in [e.const] + [coeff for _, coeff in e.terms]:
+        _c_int(abs(c))  # printed as a sign and a literal, each of which must fit
+    render = lambda mono: " * ".join(_c_atom(a, name) for a, p in mono for _ in range(p))
+    return _join_terms(e, render, " * ")
+
+
+def _c_atom(atom: Atom, name: Callable[[str], str]) -> str:
+    if atom.op == "var":
+        return name(atom.args[0])
+    x, y = (_c_int(arg) if isinstance(arg, int) else _c_sum(arg, name) for arg in atom.args)
+    return f"jd_{atom.op}({x}, {y})"

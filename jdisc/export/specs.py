@@ -1,0 +1,154 @@
+"""`dynamic_axes` -> per-leaf axis names -> `jax.export` symbolic shapes.
+
+A `dynamic_axes` entry per positional argument is `None` (all dims static), `{axis: name}` for an
+array (negative axes allowed), or a pytree prefix of such entries for a pytree argument. A dict
+keyed by parameter name is accepted too. Axes sharing a name share one dimension variable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+from jax import export as jax_export
+
+from jdisc.errors import ArgumentError, ShapeError
+
+AxisNames = dict[int, str]
+
+
+def _is_axes(x: Any) -> bool:
+    return x is None or (isinstance(x, Mapping) and all(isinstance(k, int) for k in x))
+
+
+def positional_names(fun: Callable, n: int) -> list[str]:
+    """Names for the first n positional parameters of `fun` (args[i] where unknown)."""
+    try:
+        params = [p for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params[:n]]
+    has_varargs = False
+    try:
+        has_varargs = any(p.kind == p.VAR_POSITIONAL
+                          for p in inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        pass
+    return names + [f"args[{i}]" if not has_varargs else f"args[{i}]"
+                    for i in range(len(names), n)]
+
+
+def normalize_dynamic_axes(dynamic_axes: Any, fun: Callable, n_args: int) -> list[Any]:
+    """One entry per positional argument."""
+    if dynamic_axes is None:
+        return [None] * n_args
+    if isinstance(dynamic_axes, Mapping) and not all(isinstance(k, int) for k in dynamic_axes):
+        names = positional_names(fun, n_args)
+        unknown = set(dynamic_axes) - set(names)
+        if unknown:
+            raise ArgumentError(f"dynamic_axes names unknown parameter(s) {sorted(unknown)}; "
+                                f"the positional parameters are {names}")
+        return [dynamic_axes.get(name) for name in names]
+    if isinstance(dynamic_axes, Mapping):
+        raise ArgumentError("dynamic_axes must have one entry per positional argument "
+                            "(e.g. (None, {0: 'batch'})), or be a dict keyed by parameter name")
+    entries = list(dynamic_axes)
+    if len(entries) != n_args:
+        raise ArgumentError(f"dynamic_axes has {len(entries)} entries but the function was "
+                            f"called with {n_args} positional argument(s)")
+    return entries
+
+
+@dataclasses.dataclass(frozen=True)
+class LeafSpec:
+    name: str                       # e.g. "params['wq']"
+    dtype: np.dtype
+    shape: tuple[int, ...]          # concrete shape at trace time
+    axes: AxisNames                 # normalised (non-negative) axis -> dimension name
+
+
+def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[str]
+               ) -> tuple[list[LeafSpec], Any]:
+    """Flatten the dynamic args with their axis names; returns (leaves, treedef)."""
+    leaves: list[LeafSpec] = []
+    for arg, entry, arg_name in zip(args, entries, arg_names):
+        try:
+            per_leaf = jax.tree_util.tree_map(
+                lambda e, sub: [e] * len(jax.tree_util.tree_leaves(sub)), entry, arg,
+                is_leaf=_is_axes)
+        except ValueError as err:
+            raise ArgumentError(f"dynamic_axes entry for argument '{arg_name}' does not match "
+                                f"its pytree structure: {err}") from None
+        axes_list = [e for group in jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, list))
+                     for e in group]
+        paths_leaves = jax.tree_util.tree_flatten_with_path(arg)[0]
+        for (path, leaf), axes in zip(paths_leaves, axes_list):
+            name = arg_name + jax.tree_util.keystr(path)
+            arr_dtype, shape = _leaf_type(leaf, name)
+            leaves.append(LeafSpec(name, arr_dtype, shape, _normalize_axes(axes, shape, name)))
+    treedef = jax.tree_util.tree_structure(tuple(args))
+    return leaves, treedef
+
+
+def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        dt = jax.dtypes.canonicalize_dtype(leaf.dtype)
+        return np.dtype(dt), tuple(int(d) for d in leaf.shape)
+    if isinstance(leaf, (bool, int, float, np.generic)):
+        arr = np.asarray(leaf)
+        return np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype)), ()
+    raise ArgumentError(f"argument '{name}' is a {type(leaf).__name__}, not an array; "
+                        f"mark it static with static_argnums/static_argnames")
+
+
+def _normalize_axes(axes: Any, shape: tuple[int, ...], name: str) -> AxisNames:
+    if axes is None:
+        return {}
+    out: AxisNames = {}
+    for axis, dim_name in axes.items():
+        a = axis + len(shape) if axis < 0 else axis
+        if not 0 <= a < len(shape):
+            raise ShapeError(f"dynamic_axes for argument '{name}' names axis {axis}, but the "
+                             f"argument has rank {len(shape)}")
+        if not isinstance(dim_name, str) or not dim_name.isidentifier():
+            raise ArgumentError(f"dynamic_axes for argument '{name}' axis {axis}: dimension "
+                                f"names must be identifiers, got {dim_name!r}")
+        out[a] = dim_name
+    return out
+
+
+def check_shared_names(leaves: Sequence[LeafSpec]) -> None:
+    """Axes sharing a name must have equal sizes in the example arguments too."""
+    first: dict[str, tuple[LeafSpec, int]] = {}
+    for leaf in leaves:
+        for axis, name in leaf.axes.items():
+            if name not in first:
+                first[name] = (leaf, axis)
+                continue
+            other, other_axis = first[name]
+            if other.shape[other_axis] != leaf.shape[axis]:
+                raise ShapeError(
+                    f"argument '{leaf.name}' axis {axis} ('{name}') is {leaf.shape[axis]} but "
+                    f"argument '{other.name}' axis {other_axis} ('{name}') is "
+                    f"{other.shape[other_axis]}; axes that share a dimension name must be equal.")
+
+
+def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
+                   ) -> list[jax.ShapeDtypeStruct]:
+    """jax.ShapeDtypeStructs with one shared symbolic scope for all dimension names."""
+    names = list(dict.fromkeys(n for leaf in leaves for n in leaf.axes.values()))
+    if not names:
+        return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
+    try:
+        syms = jax_export.symbolic_shape(", ".join(names), constraints=tuple(constraints))
+    except Exception as err:
+        raise ArgumentError(f"invalid dimension names or constraints {list(constraints)}: "
+                            f"{err}") from None
+    by_name = dict(zip(names, syms))
+    return [jax.ShapeDtypeStruct(tuple(by_name[l.axes[i]] if i in l.axes else d
+                                       for i, d in enumerate(l.shape)), l.dtype)
+            for l in leaves]

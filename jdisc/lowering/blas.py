@@ -1,0 +1,82 @@
+"""dot_general as BLAS calls (f32: sgemm, f64: dgemm); a plain loop nest for integer dtypes.
+
+The operand layouts were made GEMM-shaped by `canonicalize_dot_layouts`; transposes are the
+GEMM's layout flags. Sizes are int64 in the launcher and checked to fit BLAS's 32-bit `blasint`
+there (see `size_limits`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from jdisc.dynamic_passes.dots import GemmLayout, gemm_layout
+from jdisc.dynamic_passes.fusion import Kernel
+from jdisc.dynamic_passes.ir import Op
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.errors import UnsupportedOpError
+from jdisc.lowering.cdtype import ctype
+from jdisc.lowering.cwriter import CWriter
+
+BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
+
+
+def _prod(dims) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def layout(op: Op) -> GemmLayout:
+    lay = gemm_layout(op)
+    if lay is None:
+        raise UnsupportedOpError(f"dot_general at {op.loc} was not canonicalised")
+    return lay
+
+
+def size_limits(kernel: Kernel) -> list[Dim]:
+    """Sizes that must fit BLAS's 32-bit integers (checked by the launcher)."""
+    op = kernel.root
+    if op.results[0].dtype not in BLAS_GEMM:
+        return []
+    lay = layout(op)
+    m, n, k = _prod(lay.m), _prod(lay.n), _prod(lay.k)
+    return [m, n, k]
+
+
+def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
+             dim: Callable[[Dim], str]) -> None:
+    op = kernel.root
+    lay = layout(op)
+    out = op.results[0]
+    a, b = inputs
+    w(f"const int64_t gemm_nb = {dim(_prod(lay.batch))};")
+    w(f"const int64_t gemm_m = {dim(_prod(lay.m))}, gemm_n = {dim(_prod(lay.n))}, "
+      f"gemm_k = {dim(_prod(lay.k))};")
+    w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return;")
+    t = ctype(out.dtype)
+    if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
+        with w.block("if (gemm_k == 0)"):
+            w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
+            w("return;")
+        lda = "gemm_m" if lay.trans_a else "gemm_k"
+        ldb = "gemm_k" if lay.trans_b else "gemm_n"
+        ta = "CblasTrans" if lay.trans_a else "CblasNoTrans"
+        tb = "CblasTrans" if lay.trans_b else "CblasNoTrans"
+        with w.block("for (int64_t b = 0; b < gemm_nb; b++)"):
+            w(f"{BLAS_GEMM[out.dtype]}(CblasRowMajor, {ta}, {tb}, (blasint)gemm_m, (blasint)gemm_n,"
+              f" (blasint)gemm_k, 1, {a} + b * gemm_m * gemm_k, (blasint){lda},"
+              f" {b} + b * gemm_k * gemm_n, (blasint){ldb}, 0, {output} + b * gemm_m * gemm_n,"
+              f" (blasint)gemm_n);")
+        return
+    # integer (or mixed) dtypes: a straightforward loop nest, accumulating in the result type
+    ia = "(k * gemm_m + i)" if lay.trans_a else "(i * gemm_k + k)"
+    ib = "(j * gemm_k + k)" if lay.trans_b else "(k * gemm_n + j)"
+    with w.block("for (int64_t b = 0; b < gemm_nb; b++)"):
+        w(f"const {ctype(op.operands[0].dtype)}* restrict pa = {a} + b * gemm_m * gemm_k;")
+        w(f"const {ctype(op.operands[1].dtype)}* restrict pb = {b} + b * gemm_k * gemm_n;")
+        with w.block("for (int64_t i = 0; i < gemm_m; i++)"):
+            with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
+                w(f"{t} acc = 0;")
+                w(f"for (int64_t k = 0; k < gemm_k; k++) acc += ({t})pa[{ia}] * ({t})pb[{ib}];")
+                w(f"{output}[(b * gemm_m + i) * gemm_n + j] = acc;")

@@ -1,0 +1,238 @@
+"""C for loop, reduce and concatenate kernels.
+
+A kernel is a loop nest over its output's symbolic shape. Inside it, any value is rendered *at
+an index*: a buffer is read at that index, an op inlined into the kernel is rendered from its
+operands at the index its semantics maps to (broadcasts, transposes, slices and reshapes are
+index arithmetic). So fusing more ops into a kernel needs no new code here, only a different
+plan. Every loop bound and every buffer extent comes from the symbolic shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.fusion import Kernel
+from jdisc.dynamic_passes.ir import Op, Value, is_float
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.errors import UnsupportedOpError
+from jdisc.lowering.cdtype import ctype, literal
+from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.scalar_ops import render_scalar
+
+Index = tuple[str, ...]
+
+
+def kernel_dim_vars(kernel: Kernel) -> list[str]:
+    """Dimension variables the kernel's C needs, sorted (deterministic signature)."""
+    names: set[str] = set()
+    for op in kernel.ops:
+        for v in list(op.operands) + list(op.results):
+            for d in v.shape:
+                names |= symbolic.variables(d)
+        for key in ("values", "start_indices", "limit_indices", "strides"):
+            for d in op.attrs.get(key) or ():
+                names |= symbolic.variables(d)
+    return sorted(names)
+
+
+class _Renderer:
+    """Renders values at C index expressions into a loop body, with CSE per scope."""
+
+    def __init__(self, w: CWriter, inputs: dict[int, str], dim: Callable[[Dim], str]):
+        self.w = w
+        self.inputs = inputs          # value id -> C pointer name
+        self.dim = dim                # symbolic dim -> C expression
+        self.scopes: list[dict] = [{}]
+        self.count = 0
+
+    # scopes follow C blocks: a temp defined in an inner loop is not visible after it
+    def push(self):
+        self.scopes.append({})
+
+    def pop(self):
+        self.scopes.pop()
+
+    def _lookup(self, key):
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def temp(self, key, c_type: str, expr: str) -> str:
+        found = self._lookup(key)
+        if found is not None:
+            return found
+        name = f"t{self.count}"
+        self.count += 1
+        self.w(f"const {c_type} {name} = {expr};")
+        self.scopes[-1][key] = name
+        return name
+
+    def linear(self, idx: Index, shape: Sequence[Dim]) -> str:
+        if not idx:
+            return "0"
+        expr = idx[0]
+        for i, d in zip(idx[1:], shape[1:]):
+            expr = f"({expr}) * {self.dim(d)} + {i}"
+        if len(idx) == 1:
+            return expr
+        return self.temp(("lin", idx, tuple(shape)), "int64_t", expr)
+
+    # -- values at an index -----------------------------------------------------------------
+    def load(self, v: Value, idx: Index) -> str:
+        if v.id in self.inputs:
+            return self.temp((v.id, idx), ctype(v.dtype),
+                             f"{self.inputs[v.id]}[{self.linear(idx, v.shape)}]")
+        op = v.producer
+        handler = getattr(self, "at_" + op.name, None)
+        if handler is not None:
+            return handler(op, v, idx)
+        args = [self.load(x, idx if x.rank else ()) for x in op.operands]
+        expr = render_scalar(op, args, [x.dtype for x in op.operands], v.dtype)
+        return self.temp((v.id, idx), ctype(v.dtype), expr)
+
+    def at_constant(self, op: Op, v: Value, idx: Index) -> str:
+        return literal(op.attrs["value"].reshape(-1)[0], v.dtype)
+
+    def at_iota(self, op: Op, v: Value, idx: Index) -> str:
+        return f"(({ctype(v.dtype)}){idx[op.attrs['iota_dimension']]})"
+
+    def at_dim_constant(self, op: Op, v: Value, idx: Index) -> str:
+        vals = [f"({ctype(v.dtype)})({self.dim(d)})" for d in op.attrs["values"]]
+        if len(vals) == 1:
+            return vals[0]
+        return f"((const {ctype(v.dtype)}[]){{{', '.join(vals)}}})[{self.linear(idx, v.shape)}]"
+
+    def at_broadcast_in_dim(self, op: Op, v: Value, idx: Index) -> str:
+        x = op.operands[0]
+        sub = []
+        for j, d in enumerate(op.attrs["broadcast_dimensions"]):
+            xd, od = x.shape[j], v.shape[d]
+            if xd == 1 and od != 1:
+                sub.append("0")
+            elif symbolic.prove_eq(xd, od):
+                sub.append(idx[d])
+            else:   # decided at run time: a size-1 operand dim is broadcast
+                sub.append(f"({self.dim(xd)} == 1 ? 0 : {idx[d]})")
+        return self.load(x, tuple(sub))
+
+    def at_transpose(self, op: Op, v: Value, idx: Index) -> str:
+        perm = op.attrs["permutation"]
+        sub = [""] * len(perm)
+        for k, p in enumerate(perm):
+            sub[p] = idx[k]
+        return self.load(op.operands[0], tuple(sub))
+
+    def at_slice(self, op: Op, v: Value, idx: Index) -> str:
+        sub = []
+        for i, s, st in zip(idx, op.attrs["start_indices"], op.attrs["strides"]):
+            s_c, st_c = self.dim(s), self.dim(st)
+            term = i if st == 1 else f"{i} * {st_c}"
+            sub.append(term if s == 0 else f"({s_c} + {term})")
+        return self.load(op.operands[0], tuple(sub))
+
+    def at_reshape(self, op: Op, v: Value, idx: Index) -> str:
+        x = op.operands[0]
+        lin = self.linear(idx, v.shape)
+        sub = []
+        stride: Dim = 1
+        for d in reversed(x.shape):
+            q = lin if stride == 1 else f"({lin}) / {self.dim(stride)}"
+            sub.append(f"(({q}) % {self.dim(d)})" if d != 1 else "0")
+            stride = stride * d
+        return self.load(x, tuple(reversed(sub)))
+
+
+def _loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i", start: int = 0):
+    """Opens `for` loops over `shape`; returns the index names and a closer."""
+    names = []
+    for k, d in enumerate(shape):
+        name = f"{prefix}{start + k}"
+        names.append(name)
+        w(f"for (int64_t {name} = 0; {name} < {dim(d)}; {name}++) {{")
+        w.level += 1
+
+    def close():
+        for _ in shape:
+            w.level -= 1
+            w("}")
+    return tuple(names), close
+
+
+_COMBINE = {
+    "add": lambda a, b, t: f"{a} + {b}",
+    "mul": lambda a, b, t: f"{a} * {b}",
+    "max": lambda a, b, t: f"jd_fmax_{t}({a}, {b})" if is_float(t) else f"({b} > {a} ? {b} : {a})",
+    "min": lambda a, b, t: f"jd_fmin_{t}({a}, {b})" if is_float(t) else f"({b} < {a} ? {b} : {a})",
+    "and": lambda a, b, t: f"{a} & {b}",
+    "or": lambda a, b, t: f"{a} | {b}",
+    "xor": lambda a, b, t: f"{a} ^ {b}",
+}
+
+
+def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
+                dim: Callable[[Dim], str]) -> None:
+    """The body of a loop / reduce / concat kernel (inside the function braces)."""
+    r = _Renderer(w, inputs, dim)
+    if kernel.kind == "loop":
+        out = kernel.outputs[0]
+        idx, close = _loop_nest(w, out.shape, dim)
+        val = r.load(out, idx)
+        w(f"{outputs[0]}[{r.linear(idx, out.shape)}] = {val};")
+        close()
+    elif kernel.kind == "reduce":
+        _emit_reduce(w, r, kernel.root, outputs, dim)
+    elif kernel.kind == "concat":
+        _emit_concat(w, r, kernel.root, outputs[0], dim)
+    else:
+        raise UnsupportedOpError(f"kernel kind {kernel.kind}")
+
+
+def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+    if len(op.results) != 1:
+        raise UnsupportedOpError(f"variadic reduce at {op.loc}")
+    x, init = op.operands
+    out = op.results[0]
+    dims = op.attrs["dimensions"]
+    kept = [i for i in range(x.rank) if i not in dims]
+    t = ctype(out.dtype)
+    oidx, close_outer = _loop_nest(w, out.shape, dim)
+    r.push()
+    acc_init = r.load(init, ())
+    w(f"{t} acc = {acc_init};")
+    ridx, close_inner = _loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
+    r.push()
+    full = [""] * x.rank
+    for k, i in enumerate(kept):
+        full[i] = oidx[k]
+    for k, i in enumerate(dims):
+        full[i] = ridx[k]
+    val = r.load(x, tuple(full))
+    w(f"acc = {_COMBINE[op.attrs['reducer']]('acc', val, out.dtype)};")
+    r.pop()
+    close_inner()
+    w(f"{outputs[0]}[{r.linear(oidx, out.shape)}] = acc;")
+    r.pop()
+    close_outer()
+
+
+def _emit_concat(w: CWriter, r: _Renderer, op: Op, output: str, dim) -> None:
+    axis = op.attrs["dimension"]
+    out = op.results[0]
+    offset: Dim = 0
+    for x in op.operands:
+        w("{")
+        w.level += 1
+        r.push()
+        idx, close = _loop_nest(w, x.shape, dim)
+        val = r.load(x, idx)
+        oidx = list(idx)
+        if offset != 0:
+            oidx[axis] = f"({dim(offset)} + {idx[axis]})"
+        w(f"{output}[{r.linear(tuple(oidx), out.shape)}] = {val};")
+        close()
+        r.pop()
+        w.level -= 1
+        w("}")
+        offset = offset + x.shape[axis]

@@ -1,0 +1,152 @@
+"""The generated C host launcher ("runtime flow"): two entry points per program.
+
+    int jd_prepare(const int64_t *in_dims, int64_t *dims, int64_t *out_dims, char *err, int64_t n)
+        Binds the dimension variables from the inputs' dims (flattened in argument order), checks
+        static dims, shared names and every constraint, checks every symbolic size is valid, and
+        writes the dimension variables (`dims`) and the outputs' dims. Returns 0, or 1 with a
+        message in `err`.
+
+    int jd_run(const int64_t *dims, void *const *ins, void *const *outs, char *err, int64_t n)
+        Allocates intermediates, calls the kernels and library routines in order, writes the
+        outputs (caller-allocated, sized from jd_prepare's out_dims) and frees what it allocated.
+
+Nothing is interpreted per op at run time: this is straight-line C over the kernel list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import Check, Program, Value
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.errors import ShapeError, UnsupportedOpError
+from jdisc.lowering.cdtype import ctype
+from jdisc.lowering.cwriter import CWriter, c_string
+
+ERROR_HELPER = """\
+static int jd_error(char *err, int64_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && n > 0) vsnprintf(err, (size_t)n, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+"""
+
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+
+
+def _format_call(message: str, args: tuple, dim: Callable[[Dim], str]) -> str:
+    """A `fmt, args...` pair for jd_error: `{k}` in `message` becomes args[k]'s value."""
+    pieces, values, pos = [], [], 0
+    for m in _PLACEHOLDER.finditer(message):
+        k = int(m.group(1))
+        if k >= len(args):
+            continue
+        pieces.append(c_string(message[pos:m.start()]))
+        pieces.append('"%lld"')
+        values.append(f"(long long)({dim(args[k])})")
+        pos = m.end()
+    pieces.append(c_string(message[pos:]))
+    return " ".join(pieces) + "".join(", " + v for v in values)
+
+
+def _values_suffix(dims: list[Dim], dim: Callable[[Dim], str]) -> tuple[str, list[str]]:
+    names = sorted(set().union(*(symbolic.variables(d) for d in dims))) if dims else []
+    if not names:
+        return "", []
+    fmt = " (" + ", ".join(f"{n} = %lld" for n in names) + ")"
+    return fmt, [f"(long long){dim(symbolic.var(n))}" for n in names]
+
+
+def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
+                 extra_checks: list[Check]) -> None:
+    with w.block("int jd_prepare(const int64_t *restrict in_dims, int64_t *restrict dims, "
+                 "int64_t *restrict out_dims, char *err, int64_t errlen)"):
+        bound: dict[str, tuple[str, int]] = {}
+        pos = 0
+        for spec in prog.inputs:
+            for axis, d in enumerate(spec.shape):
+                where = f"argument '{spec.name}' axis {axis}"
+                if isinstance(d, int):
+                    with w.block(f"if (in_dims[{pos}] != {d})"):
+                        w(f"return jd_error(err, errlen, {c_string(where + ' is ')} \"%lld\" "
+                          f"{c_string(f'; expected {d} (a static dimension of the compiled function).')}, "
+                          f"(long long)in_dims[{pos}]);")
+                elif str(d) in symbolic.variables(d):
+                    name = str(d)
+                    if name not in bound:
+                        w(f"const int64_t {dim(d)} = in_dims[{pos}];")
+                        bound[name] = (spec.name, axis)
+                    else:
+                        first_arg, first_axis = bound[name]
+                        with w.block(f"if (in_dims[{pos}] != {dim(d)})"):
+                            msg = (f"{where} ('{name}') is ", f" but argument '{first_arg}' axis "
+                                   f"{first_axis} ('{name}') is ",
+                                   "; axes that share a dimension name must be equal.")
+                            w(f"return jd_error(err, errlen, {c_string(msg[0])} \"%lld\" "
+                              f"{c_string(msg[1])} \"%lld\" {c_string(msg[2])}, "
+                              f"(long long)in_dims[{pos}], (long long){dim(d)});")
+                else:
+                    raise UnsupportedOpError(f"{where} has the non-trivial symbolic size {d}; "
+                                             f"inputs must have plain dimension variables")
+                pos += 1
+        for c in list(prog.checks) + extra_checks:
+            decided = c.holds_statically()
+            if decided is True:
+                continue
+            if decided is False:
+                raise ShapeError(f"{c.message}: {c.lhs} {c.cmp} {c.rhs} can never hold")
+            cond = f"({dim(c.lhs)}) {c.cmp} ({dim(c.rhs)})"
+            with w.block(f"if (!({cond}))"):
+                if c.args:
+                    w(f"return jd_error(err, errlen, {_format_call(c.message, c.args, dim)});")
+                else:
+                    fmt, vals = _values_suffix([c.lhs, c.rhs], dim)
+                    text = f"{c.message}: {c.lhs} {c.cmp} {c.rhs} does not hold"
+                    w(f"return jd_error(err, errlen, {c_string(text)} \"{fmt}.\""
+                      f"{''.join(', ' + v for v in vals)});")
+        for k, name in enumerate(prog.dim_vars):
+            w(f"dims[{k}] = {dim(symbolic.var(name))};")
+        pos = 0
+        for spec in prog.outputs:
+            for d in spec.shape:
+                w(f"out_dims[{pos}] = {dim(d)};")
+                pos += 1
+        w("return 0;")
+
+
+def nonnegative_checks(prog: Program) -> list[Check]:
+    """Every symbolic size in the program must be >= 0 at run time (e.g. `S - 1` at S = 0)."""
+    checks, seen = [], set()
+    for op in prog.body.ops:
+        for v in op.results:
+            for d in v.shape:
+                if isinstance(d, int) or d in seen or symbolic.prove_ge(d, 0):
+                    continue
+                seen.add(d)
+                checks.append(Check(d, ">=", 0, f"stablehlo.{op.name} at {op.loc} gets a "
+                                                f"negative dimension {d}"))
+    return checks
+
+
+def blas_checks(limits: list[tuple[Dim, str]]) -> list[Check]:
+    out, seen = [], set()
+    for d, where in limits:
+        if isinstance(d, int) or d in seen:
+            continue
+        seen.add(d)
+        out.append(Check(d, "<=", 2**31 - 1, f"{where}: the GEMM size {d} exceeds the 32-bit "
+                                             f"BLAS limit"))
+    return out
+
+
+def buffer_bytes(v: Value, dim: Callable[[Dim], str]) -> str:
+    from jdisc.dynamic_passes.ir import numpy_dtype
+    return f"(size_t)({dim(v.num_elements())}) * {numpy_dtype(v.dtype).itemsize}"
+
+
+def pointer(v: Value, mutable: bool = True) -> str:
+    return f"{'' if mutable else 'const '}{ctype(v.dtype)} *"
