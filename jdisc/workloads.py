@@ -1,0 +1,137 @@
+"""Built-in workloads: the models the tests, the benchmark and the README's main job run.
+
+W1 BERT-base encoder layer x[B, S, 768]; W2 LayerNorm + GELU + residual + softmax x[B, S, 1024];
+W3 MLP 512 -> 2048 -> 512 x[N, 512]; plus small building blocks (LayerNorm, softmax, masked
+mean). Parameters are numpy arrays drawn from a fixed seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps) * gamma + beta
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def masked_mean(x, mask):
+    """Mean over axis 1 of x[B, S, D] where mask[B, S] is 1."""
+    m = mask[..., None].astype(x.dtype)
+    return jnp.sum(x * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
+
+
+def mlp(params, x, activation: str = "relu"):
+    act = jax.nn.relu if activation == "relu" else (lambda h: jax.nn.gelu(h, approximate=True))
+    h = act(x @ params["w1"] + params["b1"])
+    return h @ params["w2"] + params["b2"]
+
+
+def ln_gelu_residual_softmax(params, x):
+    """W2: a memory- and transcendental-bound chain."""
+    h = layer_norm(x, params["gamma"], params["beta"])
+    h = jax.nn.gelu(h, approximate=True) + x
+    return softmax(h)
+
+
+def bert_layer(params, x, mask, num_heads: int = 12):
+    """A BERT-base encoder layer: separate Q/K/V projections, additive mask, tanh GELU."""
+    b, s, d = x.shape
+    hd = d // num_heads
+
+    def heads(t):
+        return t.reshape(b, s, num_heads, hd).transpose(0, 2, 1, 3)
+
+    q = heads(x @ params["wq"] + params["bq"])
+    k = heads(x @ params["wk"] + params["bk"])
+    v = heads(x @ params["wv"] + params["bv"])
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(hd).astype(np.float32)
+    scores = scores + mask[:, None, None, :]
+    attn = jnp.einsum("bhqk,bhkd->bhqd", softmax(scores), v)
+    attn = attn.transpose(0, 2, 1, 3).reshape(b, s, d) @ params["wo"] + params["bo"]
+    h = layer_norm(x + attn, params["ln1_g"], params["ln1_b"])
+    f = jax.nn.gelu(h @ params["w1"] + params["b1"], approximate=True) @ params["w2"] + params["b2"]
+    return layer_norm(h + f, params["ln2_g"], params["ln2_b"])
+
+
+# ------------------------------------------------------------------------------- parameters
+
+def _dense(rng, n_in, n_out):
+    return (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+
+
+def bert_params(d: int = 768, ffn: int = 3072, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    p = {}
+    for n in ("q", "k", "v", "o"):
+        p[f"w{n}"] = _dense(rng, d, d)
+        p[f"b{n}"] = (0.02 * rng.standard_normal(d)).astype(np.float32)
+    p["w1"], p["b1"] = _dense(rng, d, ffn), (0.02 * rng.standard_normal(ffn)).astype(np.float32)
+    p["w2"], p["b2"] = _dense(rng, ffn, d), (0.02 * rng.standard_normal(d)).astype(np.float32)
+    for n in ("ln1", "ln2"):
+        p[f"{n}_g"] = (1 + 0.1 * rng.standard_normal(d)).astype(np.float32)
+        p[f"{n}_b"] = (0.1 * rng.standard_normal(d)).astype(np.float32)
+    return p
+
+
+def mlp_params(d_in: int = 512, hidden: int = 2048, d_out: int = 512, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"w1": _dense(rng, d_in, hidden), "b1": (0.1 * rng.standard_normal(hidden)).astype(np.float32),
+            "w2": _dense(rng, hidden, d_out), "b2": (0.1 * rng.standard_normal(d_out)).astype(np.float32)}
+
+
+def ln_params(d: int = 1024, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"gamma": (1 + 0.1 * rng.standard_normal(d)).astype(np.float32),
+            "beta": (0.1 * rng.standard_normal(d)).astype(np.float32)}
+
+
+# ------------------------------------------------------------------------------- workloads
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A function, its jdisc dynamic_axes, and a maker of arguments for (B, S)."""
+    name: str
+    description: str
+    fn: Callable
+    dynamic_axes: Any
+    make_args: Callable[[int, int, np.random.Generator], tuple]
+    flops: Callable[[int, int], float]      # GEMM flops at (B, S), for GFLOP/s reports
+
+
+def _bert_args(params):
+    def make(b, s, rng):
+        x = rng.standard_normal((b, s, 768)).astype(np.float32)
+        lengths = rng.integers(1, s + 1, size=b)
+        mask = np.where(np.arange(s)[None, :] < lengths[:, None], 0.0, -1e9).astype(np.float32)
+        return params, x, mask
+    return make
+
+
+def workloads() -> dict[str, Workload]:
+    bp, mp, lp = bert_params(), mlp_params(), ln_params()
+    return {
+        "W1": Workload(
+            "W1", "BERT-base encoder layer x[B,S,768]", bert_layer,
+            (None, {0: "B", 1: "S"}, {0: "B", 1: "S"}), _bert_args(bp),
+            lambda b, s: 2.0 * b * s * 768 * (4 * 768 + 2 * 3072) + 4.0 * b * s * s * 768),
+        "W2": Workload(
+            "W2", "LayerNorm+GELU+residual+softmax x[B,S,1024]", ln_gelu_residual_softmax,
+            (None, {0: "B", 1: "S"}),
+            lambda b, s, rng: (lp, rng.standard_normal((b, s, 1024)).astype(np.float32)),
+            lambda b, s: 0.0),
+        "W3": Workload(
+            "W3", "MLP 512->2048->512 x[N,512], N=B*S", mlp, (None, {0: "N"}),
+            lambda b, s, rng: (mp, rng.standard_normal((b * s, 512)).astype(np.float32)),
+            lambda b, s: 2.0 * b * s * (512 * 2048 * 2)),
+    }

@@ -1,0 +1,34 @@
+"""Shared test setup: a private jdisc cache per test session, and differential helpers."""
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+# Tests never touch the user's cache; one directory per session keeps compiles shared within it.
+os.environ.setdefault("JDISC_CACHE_DIR", tempfile.mkdtemp(prefix="jdisc-test-cache-"))
+
+
+def assert_close(got, want, tol, what=""):
+    """max |got - want| <= tol * max(1, max |want|): a relative bound on the output's scale.
+
+    Scale-relative rather than elementwise-relative because outputs such as softmax
+    probabilities have many entries near 0, where f32 rounding makes elementwise ratios noise.
+    """
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    if got.size == 0:
+        return
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    scale = max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+    assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.1g} * {scale:.3g}"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
