@@ -112,7 +112,7 @@ class Workload:
 def _bert_args(params):
     def make(b, s, rng):
         x = rng.standard_normal((b, s, 768)).astype(np.float32)
-        lengths = rng.integers(1, s + 1, size=b)
+        lengths = rng.integers(1, max(s, 1) + 1, size=b)
         mask = np.where(np.arange(s)[None, :] < lengths[:, None], 0.0, -1e9).astype(np.float32)
         return params, x, mask
     return make

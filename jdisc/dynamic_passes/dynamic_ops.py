@@ -16,7 +16,7 @@ import re
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Check, Op, Program, Value
-from jdisc.dynamic_passes.shape_prop import Pred
+from jdisc.dynamic_passes.shape_prop import HostValue, Pred, bind_host_value
 from jdisc.errors import ShapeError
 
 # jax.export asserts `var >= 1` for every dimension variable; jdisc supports size 0 too (every
@@ -40,9 +40,7 @@ def resolve_dynamic_ops(prog: Program) -> Program:
         elif op.name == "dynamic_iota":
             op.name, op.operands = "iota", []
         elif op.name == "real_dynamic_slice":
-            x, start, limit, strides = op.operands
-            op.name, op.operands = "slice", [x]
-            op.attrs.update(start_indices=start.sym, limit_indices=limit.sym, strides=strides.sym)
+            op.name, op.operands = "slice", op.operands[:1]   # bounds set by propagate_shapes
         kept.append(op)
     prog.body.ops = kept
     return prog
@@ -51,14 +49,18 @@ def resolve_dynamic_ops(prog: Program) -> Program:
 def _assertion_to_checks(prog: Program, op: Op) -> None:
     pred = op.operands[0].sym
     message = op.attrs.get("error_message", "shape assertion failed")
-    if pred is None or not all(isinstance(p, Pred) for p in pred):
+    if pred is not None and len(pred) == 1 and pred[0] is True:
+        return      # proven at compile time
+    if pred is not None and len(pred) == 1 and pred[0] is False:
+        raise ShapeError(f"the shape assertion at {op.loc} can never hold: {message}")
+    if pred is None or len(pred) != 1 or not isinstance(pred[0], Pred):
         raise ShapeError(f"jdisc cannot evaluate the shape assertion at {op.loc} symbolically: "
                          f"{message}")
     args = tuple(v.sym[0] if v.sym is not None and len(v.sym) == 1 else None
                  for v in op.operands[1:])
     if any(a is None for a in args):
         args = ()
-    for p in pred:
+    for p in pred[0].conjuncts():
         if (_JAX_MIN_DIM.search(message) and p.cmp == ">=" and p.rhs == 1
                 and isinstance(p.lhs, symbolic.Expr) and len(symbolic.variables(p.lhs)) == 1
                 and str(p.lhs) in symbolic.variables(p.lhs)):
@@ -79,7 +81,13 @@ def materialize_dim_values(prog: Program) -> Program:
         if (len(op.results) == 1 and op.results[0].sym is not None
                 and op.results[0].dtype != "i1" and op.name != "constant"):
             r = op.results[0]
-            new_ops.append(Op("dim_constant", [], [r], {"values": r.sym}, op.loc))
+            values = tuple(bind_host_value(prog, d, False, op.loc) if isinstance(d, HostValue)
+                           else d for d in r.sym)
+            if any(isinstance(d, (bool, Pred)) for d in values):
+                new_ops.append(op)
+                continue
+            r.sym = values
+            new_ops.append(Op("dim_constant", [], [r], {"values": values}, op.loc))
         else:
             new_ops.append(op)
     prog.body.ops = new_ops

@@ -150,6 +150,8 @@ class Program:
     outputs: list[ArgSpec]
     checks: list[Check] = dataclasses.field(default_factory=list)
     kernels: list = dataclasses.field(default_factory=list)   # set by fusion.plan_kernels
+    # dimension variables the launcher computes from others: (name, shape_prop.HostValue)
+    derived: list = dataclasses.field(default_factory=list)
 
     @property
     def dim_vars(self) -> list[str]:
@@ -159,6 +161,8 @@ class Program:
             for d in spec.shape:
                 for v in sorted(symbolic.variables(d)):
                     seen.setdefault(v, None)
+        for name, _ in self.derived:
+            seen.setdefault(name, None)
         return list(seen)
 
 
@@ -195,6 +199,8 @@ def format_program(prog: Program) -> str:
         out.append(f"  input  {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
     for spec in prog.outputs:
         out.append(f"  output {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    for name, h in prog.derived:
+        out.append(f"  derived {name} = {h}")
     for c in prog.checks:
         out.append(f"  check  {c.lhs} {c.cmp} {c.rhs}    # {c.message[:80]}")
     out.extend(format_block(prog.body))

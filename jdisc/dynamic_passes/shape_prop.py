@@ -24,12 +24,54 @@ MAX_SYM_ELEMENTS = 16   # integer tensors up to this size have their contents tr
 
 @dataclasses.dataclass(frozen=True)
 class Pred:
-    """A symbolic predicate `lhs cmp rhs` (the contents of an i1 value from `compare`)."""
+    """A symbolic predicate `lhs cmp rhs` (the contents of an i1 value from `compare`), or a
+    conjunction (`cmp == "and"`, `lhs` a tuple of Preds). Decided ones become plain bools."""
     cmp: str
-    lhs: Dim
-    rhs: Dim
+    lhs: Dim | tuple
+    rhs: Dim | tuple
+
+    def decide(self, var_bounds=None) -> bool | None:
+        if self.cmp == "and" or not (_is_symbolic(self.lhs) and _is_symbolic(self.rhs)):
+            return None
+        kw = {} if var_bounds is None else {"var_bounds": var_bounds}
+        if self.cmp == "!=":
+            eq = symbolic.prove_eq(self.lhs, self.rhs, **kw)
+            return None if eq is None else not eq
+        return _PROVE[self.cmp](self.lhs, self.rhs, **kw)
+
+    def conjuncts(self) -> tuple["Pred", ...]:
+        return tuple(p for q in self.lhs for p in q.conjuncts()) if self.cmp == "and" else (self,)
 
 
+@dataclasses.dataclass(frozen=True)
+class HostValue:
+    """An integer the host launcher computes at run time: a shape computation whose value jdisc
+    cannot express soundly in its symbolic algebra (e.g. truncating division of a value that may
+    be negative, or `sign`). `op` is the StableHLO op name; `args` are Dims, Preds, bools or
+    HostValues. It enters shapes through a fresh dimension variable (see `bind_host_value`)."""
+    op: str
+    args: tuple
+
+
+def _is_symbolic(x) -> bool:
+    return isinstance(x, (int, symbolic.Expr)) and not isinstance(x, bool)
+
+
+def bind_host_value(prog: Program, h: HostValue, as_shape: bool, where: str) -> symbolic.Expr:
+    """A dimension variable `_hN` that the launcher defines as `h` before its checks."""
+    for name, existing in prog.derived:
+        if existing == h:
+            return symbolic.var(name)
+    name = f"_h{len(prog.derived)}"
+    prog.derived.append((name, h))
+    if as_shape:
+        prog.checks.append(Check(symbolic.var(name), ">=", 0,
+                                 f"{where}: a size computed at run time is negative"))
+    return symbolic.var(name)
+
+
+_PROVE = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
+          "<=": symbolic.prove_le, "<": symbolic.prove_lt}
 _CMP = {"EQ": "==", "NE": "!=", "GE": ">=", "GT": ">", "LE": "<=", "LT": "<"}
 
 # Symbolic meaning of integer ops on tracked contents (dims are never negative).
@@ -45,9 +87,20 @@ _INT_FNS: dict[str, Callable[..., Dim]] = {
 }
 
 
+def _prod(dims) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
 class _Propagator:
     def __init__(self, prog: Program):
         self.prog = prog
+
+    def decide(self, pred: Pred, op: Op) -> bool | None:
+        """Decided for every assignment of non-negative dims, or None."""
+        return pred.decide()
 
     def fail(self, op: Op, msg: str) -> JdiscError:
         return ShapeError(f"{msg} (stablehlo.{op.name} at {op.loc})")
@@ -82,11 +135,18 @@ class _Propagator:
         elif op.name == "compare":
             a, b = op.operands
             if a.sym is not None and b.sym is not None and len(a.sym) == 1 == len(b.sym):
-                op.results[0].sym = (Pred(_CMP[op.attrs["comparison_direction"]],
-                                          a.sym[0], b.sym[0]),)
-        elif op.name == "and" and all(v.sym is not None for v in op.operands) \
-                and op.results[0].dtype == "i1":
-            op.results[0].sym = tuple(p for v in op.operands for p in v.sym)
+                p = Pred(_CMP[op.attrs["comparison_direction"]], a.sym[0], b.sym[0])
+                decided = self.decide(p, op)
+                op.results[0].sym = (p if decided is None else decided,)
+        elif op.name == "and" and op.results[0].dtype == "i1" and op.results[0].rank == 0 \
+                and all(v.sym is not None for v in op.operands):
+            terms = [t for v in op.operands for t in v.sym]
+            if any(t is False for t in terms):
+                op.results[0].sym = (False,)
+            else:
+                preds = tuple(t for t in terms if t is not True)
+                op.results[0].sym = (True,) if not preds else (
+                    preds[0] if len(preds) == 1 else Pred("and", preds, ()),)
 
     def reconcile(self, op: Op, typed: tuple, computed: tuple) -> tuple:
         if len(typed) != len(computed):
@@ -109,10 +169,12 @@ class _Propagator:
         return r.shape
 
     def require_sym(self, op: Op, v: Value, what: str) -> tuple[Dim, ...]:
-        if v.sym is None:
+        if v.sym is None or any(isinstance(d, (bool, Pred)) for d in v.sym):
             raise self.fail(op, f"the {what} operand is not a shape computation jdisc can "
                                 f"evaluate symbolically")
-        return v.sym
+        where = f"{what} of stablehlo.{op.name} at {op.loc}"
+        return tuple(bind_host_value(self.prog, d, True, where) if isinstance(d, HostValue)
+                     else d for d in v.sym)
 
     def same_shape(self, op: Op, a: tuple, b: tuple, what: str) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
@@ -134,7 +196,20 @@ class _Propagator:
         return [()]
 
     def shape_dynamic_broadcast_in_dim(self, op):
-        return [self.require_sym(op, op.operands[1], "output_dimensions")]
+        out = self.require_sym(op, op.operands[1], "output_dimensions")
+        self.broadcast_checks(op, out)
+        return [out]
+
+    def broadcast_checks(self, op, out: tuple) -> None:
+        """Each operand dim is 1 or equal to its result dim (else the read is out of bounds)."""
+        x = op.operands[0]
+        for j, d in enumerate(op.attrs["broadcast_dimensions"]):
+            xd, od = x.shape[j], out[d]
+            if xd == 1 or symbolic.prove_eq(xd, od):
+                continue
+            self.prog.checks.append(Check((xd - 1) * (xd - od), "==", 0, (
+                f"stablehlo.{op.name} at {op.loc}: operand axis {j} has size {xd}, which must "
+                f"be 1 or equal to the result's axis {d} ({od})")))
 
     def shape_broadcast_in_dim(self, op):
         r, x = op.results[0], op.operands[0]
@@ -142,10 +217,14 @@ class _Propagator:
         for i, d in enumerate(op.attrs["broadcast_dimensions"]):
             if out[d] is None:
                 out[d] = x.shape[i]
-        return [self.from_type(op, Value(r.dtype, tuple(out)))]
+        out = self.from_type(op, Value(r.dtype, tuple(out)))
+        self.broadcast_checks(op, out)
+        return [out]
 
     def shape_dynamic_reshape(self, op):
-        return [self.require_sym(op, op.operands[1], "output_shape")]
+        out = self.require_sym(op, op.operands[1], "output_shape")
+        self.same_shape(op, (op.operands[0].num_elements(),), (_prod(out),), "element counts")
+        return [out]
 
     def shape_reshape(self, op):
         r, x = op.results[0], op.operands[0]
@@ -160,6 +239,7 @@ class _Propagator:
                 known = known * d
         out = list(r.shape)
         out[unknown[0]] = symbolic.floordiv(x.num_elements(), known)
+        self.same_shape(op, (x.num_elements(),), (_prod(out),), "element counts")
         return [tuple(out)]
 
     def shape_dynamic_iota(self, op):
@@ -199,18 +279,30 @@ class _Propagator:
 
     def shape_slice(self, op):
         x = op.operands[0]
-        out = []
-        for d, s, l, st in zip(x.shape, op.attrs["start_indices"], op.attrs["limit_indices"],
-                               op.attrs["strides"]):
-            out.append(symbolic.floordiv(l - s + st - 1, st))
-        return [tuple(out)]
+        return [self.slice_shape(op, x.shape, op.attrs["start_indices"],
+                                 op.attrs["limit_indices"], op.attrs["strides"])]
 
     def shape_real_dynamic_slice(self, op):
         x, start, limit, strides = op.operands
-        s = self.require_sym(op, start, "start_indices")
-        l = self.require_sym(op, limit, "limit_indices")
-        st = self.require_sym(op, strides, "strides")
-        return [tuple(symbolic.floordiv(b - a + c - 1, c) for a, b, c in zip(s, l, st))]
+        op.attrs.update(start_indices=self.require_sym(op, start, "start_indices"),
+                        limit_indices=self.require_sym(op, limit, "limit_indices"),
+                        strides=self.require_sym(op, strides, "strides"))
+        return self.shape_slice(op)
+
+    def slice_shape(self, op, shape, starts, limits, strides) -> tuple:
+        """Result shape; what cannot be proven in bounds becomes a run-time check."""
+        out = []
+        for axis, (d, a, b, c) in enumerate(zip(shape, starts, limits, strides)):
+            for lhs, cmp, rhs, what in ((a, ">=", 0, "start"), (b, "<=", d, "limit"),
+                                        (b, ">=", a, "limit"), (c, ">=", 1, "stride")):
+                proven = Pred(cmp, lhs, rhs).decide()
+                if proven is False:
+                    raise self.fail(op, f"axis {axis}: {what} {lhs} {cmp} {rhs} never holds")
+                if proven is None:
+                    self.prog.checks.append(Check(lhs, cmp, rhs, (
+                        f"stablehlo.{op.name} at {op.loc}: axis {axis} {what} out of range")))
+            out.append(symbolic.floordiv(b - a + c - 1, c))
+        return tuple(out)
 
     def shape_select(self, op):
         return [self.elementwise(Op("select", op.operands[1:], [], loc=op.loc))]
@@ -234,7 +326,13 @@ class _Propagator:
     def sym_reshape(self, op):
         return op.operands[0].sym
 
-    sym_convert = sym_reshape
+    def sym_convert(self, op):
+        if op.results[0].dtype == "i1" or op.operands[0].dtype == "i1" and \
+                op.operands[0].sym is None:
+            return None
+        return tuple(int(d) if isinstance(d, bool) else
+                     HostValue("select", (d, 1, 0)) if isinstance(d, Pred) else d
+                     for d in op.operands[0].sym)
     sym_dynamic_reshape = sym_reshape
 
     def sym_concatenate(self, op):
@@ -255,26 +353,50 @@ class _Propagator:
         return x.sym[s:l:st]
 
     def _sym_elementwise(self, op):
-        fn = _INT_FNS[op.name]
         syms = [v.sym for v in op.operands]
         n = max(len(s) for s in syms)
         syms = [s * n if len(s) == 1 else s for s in syms]
-        return tuple(fn(*args) for args in zip(*syms))
+        return tuple(self._int_op(op, args) for args in zip(*syms))
+
+    def _int_op(self, op: Op, args: tuple):
+        """Symbolic result of an integer op on dims; a HostValue where that is not sound."""
+        if not all(_is_symbolic(a) for a in args):
+            return HostValue(op.name, tuple(args))
+        if op.name in ("divide", "remainder"):
+            a, b = args
+            # StableHLO truncates; floor semantics agree only for a >= 0 and b > 0
+            if not (symbolic.prove_ge(a, 0) and symbolic.prove_gt(b, 0)):
+                return HostValue(op.name, tuple(args))
+        return _INT_FNS[op.name](*args)
 
     sym_add = sym_subtract = sym_multiply = sym_divide = sym_remainder = _sym_elementwise
     sym_maximum = sym_minimum = sym_negate = _sym_elementwise
+
+    def sym_abs(self, op):
+        return tuple(d if _is_symbolic(d) and symbolic.prove_ge(d, 0) else HostValue("abs", (d,))
+                     for d in op.operands[0].sym)
 
     def sym_select(self, op):
         pred, a, b = op.operands
         if pred.sym is None or len(pred.sym) != 1 or len(a.sym) != len(b.sym):
             return None
         p = pred.sym[0]
-        fn = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
-              "<=": symbolic.prove_le, "<": symbolic.prove_lt}.get(p.cmp)
-        decided = fn(p.lhs, p.rhs) if fn else None
-        if decided is None:
-            return None
-        return a.sym if decided else b.sym
+        if isinstance(p, bool):
+            return a.sym if p else b.sym
+        return tuple(HostValue("select", (p, x, y)) for x, y in zip(a.sym, b.sym))
+
+    def sym_sign(self, op):
+        out = []
+        for d in op.operands[0].sym:
+            if self.decide(Pred(">=", d, 1), op):
+                out.append(1)
+            elif self.decide(Pred("<=", d, -1), op):
+                out.append(-1)
+            elif self.decide(Pred("==", d, 0), op):
+                out.append(0)
+            else:
+                out.append(HostValue("sign", (d,)))
+        return tuple(out)
 
 
 ELEMENTWISE = frozenset("""

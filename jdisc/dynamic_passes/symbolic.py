@@ -4,14 +4,14 @@ A dimension is a ``Dim = int | Expr``. Whatever folds to a constant is a plain P
 ``Expr`` is never constant. An ``Expr`` is kept in one normal form, built on construction::
 
     Expr = c1*m1 + c2*m2 + ... + c0     .terms = ((m1, c1), (m2, c2), ...)   .const = c0
-    m    = a1^p1 * a2^p2 * ...          a monomial: ((a1, p1), (a2, p2), ...), every p >= 1
+    m    = a1^p1 * a2^p2 * ...          a Mono; .factors = ((a1, p1), (a2, p2), ...), p >= 1
     a    = var(name)                    an Atom; .op is "var", "floordiv", "mod", "max" or "min"
-         | floordiv(x, y) | mod(x, y) | max(x, y) | min(x, y)          x, y: int | Expr
+         | floordiv(x, y) | mod(x, y) | max(x, y) | min(x, y)          .args = (x, y): int | Expr
 
-Coefficients are non-zero ints. Atoms in a monomial are sorted by their text, monomials by degree
-(descending) then text; ``str`` prints exactly this form and ``parse`` reads it back.
+Coefficients are non-zero ints. Factors are sorted by atom text, terms by degree (descending)
+then text; ``str`` prints exactly this form (``768*B*S``, ``B^2 - S + 3``) and ``parse`` reads it.
 
-Variables stand for dimension sizes: integers >= 0. Simplifications may rely on that (so
+Variables stand for dimension sizes: integers >= 0. Simplifications rely on that (so
 ``mod(mod(S, 8), 8) -> mod(S, 8)``) and on divisors being non-zero (so ``(B*S)//S -> B``), on
 nothing else. Division and modulo follow Python's floor semantics everywhere.
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping, Union
+from typing import Union
 
 Dim = Union[int, "Expr"]
 Bound = Union[int, float]  # an int, or -math.inf / math.inf
@@ -35,7 +36,7 @@ Interval = tuple[Bound, Bound]
 
 _INF = math.inf
 _NO_BOUNDS: Mapping[str, Interval] = MappingProxyType({})
-_set = object.__setattr__  # the constructors' only way to fill the immutable slots
+_set = object.__setattr__  # how constructors fill the slots of these immutable classes
 
 C_PRELUDE = """\
 /* jdisc symbolic-dimension helpers: floor division and modulo with Python semantics. */
@@ -56,23 +57,24 @@ static inline int64_t jd_min(int64_t a, int64_t b) { return a < b ? a : b; }
 """
 
 
-class Atom:
-    """A factor of a monomial: a variable, or floordiv/mod/max/min of two Dims.
+class _Frozen:
+    """Immutable, with a hash computed once (each subclass defines __eq__ and __hash__)."""
 
-    ``text`` is the atom's printed normal form; it identifies the atom (equal text, equal atom).
-    """
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class Atom(_Frozen):
+    """A variable, or floordiv/mod/max/min of two Dims. Identified by its printed ``text``."""
 
     __slots__ = ("op", "args", "text", "_hash")
 
     def __init__(self, op: str, args: tuple):
         text = args[0] if op == "var" else f"{op}({args[0]}, {args[1]})"
-        _set(self, "op", op)
-        _set(self, "args", args)
-        _set(self, "text", text)
-        _set(self, "_hash", hash(text))
-
-    def __setattr__(self, name, value):
-        raise AttributeError("Atom is immutable")
+        for slot, value in zip(self.__slots__, (op, args, text, hash(text))):
+            _set(self, slot, value)
 
     def __eq__(self, other):
         return self is other or (isinstance(other, Atom) and self.text == other.text)
@@ -84,40 +86,52 @@ class Atom:
         return self.text
 
 
-class Expr:
+class Mono(_Frozen):
+    """A product of atoms, ``factors = ((atom, power), ...)`` sorted by atom text; () is 1."""
+
+    __slots__ = ("factors", "key", "_hash")
+
+    def __init__(self, factors: tuple):
+        key = (-sum(p for _, p in factors), tuple((a.text, -p) for a, p in factors))
+        for slot, value in zip(self.__slots__, (factors, key, hash(key))):
+            _set(self, slot, value)
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Mono) and self.key == other.key)
+
+    def __hash__(self):
+        return self._hash
+
+
+_ONE = Mono(())
+
+
+class Expr(_Frozen):
     """A non-constant symbolic dimension in normal form (see the module docstring).
 
-    Build Exprs with ``var``, ``parse`` and the operators ``+ - * // %``; the constructor takes
-    an already normalised form and is internal.
+    Build Exprs with ``var``, ``parse`` and ``+ - * // % **``; the constructor is internal.
     """
 
     __slots__ = ("terms", "const", "_hash", "_text")
 
     def __init__(self, terms: tuple, const: int):
-        _set(self, "terms", terms)
-        _set(self, "const", const)
-        _set(self, "_hash", hash((terms, const)))
-        _set(self, "_text", None)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("Expr is immutable")
+        for slot, value in zip(self.__slots__, (terms, const, hash((terms, const)), None)):
+            _set(self, slot, value)
 
     def __eq__(self, other):
         """Same normal form. Use prove_eq to decide anything."""
         if isinstance(other, Expr):
-            return self is other or (
-                self._hash == other._hash and self.const == other.const and self.terms == other.terms
-            )
-        if isinstance(other, int):
-            return False  # an Expr is never constant
-        return NotImplemented
+            return self is other or (self._hash == other._hash and self.const == other.const
+                                     and self.terms == other.terms)
+        return False if isinstance(other, int) else NotImplemented
 
     def __hash__(self):
         return self._hash
 
     def __str__(self):
         if self._text is None:
-            _set(self, "_text", _format(self))
+            text = _join_terms(self, "*", lambda a, p: a.text if p == 1 else f"{a.text}^{p}")
+            _set(self, "_text", text)
         return self._text
 
     __repr__ = __str__
@@ -136,7 +150,6 @@ class Expr:
     def __mod__(self, other): return _binary(mod, self, other)
     def __rmod__(self, other): return _binary(mod, other, self)
     def __neg__(self): return _mul(self, -1)
-    def __pos__(self): return self
 
     def __pow__(self, exponent):
         return _pow(self, exponent) if isinstance(exponent, int) else NotImplemented
@@ -147,79 +160,72 @@ class Expr:
 def _coerce(x) -> Dim | None:
     if isinstance(x, Expr):
         return x
-    if isinstance(x, int):
-        return int(x)
-    if hasattr(type(x), "__index__"):  # numpy integers; floats have no __index__
-        return operator.index(x)
-    return None
+    try:
+        return operator.index(x)  # ints, numpy ints; not floats
+    except TypeError:
+        return None
 
 
 def _dim(x) -> Dim:
     d = _coerce(x)
     if d is None:
-        raise TypeError(f"a dimension must be an int or a symbolic Expr, got {x!r} ({type(x).__name__})")
+        raise TypeError(f"a dimension must be an int or an Expr, got {x!r} ({type(x).__name__})")
     return d
 
 
 def _binary(fn, a, b):
     a, b = _coerce(a), _coerce(b)
-    if a is None or b is None:
-        return NotImplemented
-    return fn(a, b)
+    return NotImplemented if a is None or b is None else fn(a, b)
 
 
 def _items(x: Dim) -> tuple:
-    """The (monomial, coefficient) pairs of x; the constant is the empty monomial ()."""
-    if isinstance(x, int):
-        return (((), x),)
-    return x.terms + (((), x.const),)
-
-
-def _term_key(term):
-    mono = term[0]
-    return -sum(p for _, p in mono), [(atom.text, -p) for atom, p in mono]
+    """The (Mono, coefficient) pairs of x, the constant as (_ONE, const)."""
+    return ((_ONE, x),) if isinstance(x, int) else x.terms + ((_ONE, x.const),)
 
 
 def _build(poly: dict) -> Dim:
-    """Normalise {monomial: coefficient} into an int or an Expr."""
-    const = poly.pop((), 0)
+    """Normalise {Mono: coefficient} into an int or an Expr."""
+    const = poly.pop(_ONE, 0)
     terms = [(m, c) for m, c in poly.items() if c]
     if not terms:
         return const
-    terms.sort(key=_term_key)
+    terms.sort(key=lambda term: term[0].key)
     return Expr(tuple(terms), const)
 
 
 def _atom_expr(atom: Atom) -> Expr:
-    return Expr(((((atom, 1),), 1),), 0)
+    return Expr(((Mono(((atom, 1),)), 1),), 0)
 
 
 def _single_atom(d: Dim) -> Atom | None:
     """The atom a when d is exactly a (coefficient 1, power 1, no constant), else None."""
-    if isinstance(d, Expr) and d.const == 0 and len(d.terms) == 1:
-        (mono, coeff), = d.terms
-        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1:
-            return mono[0][0]
+    if isinstance(d, Expr) and d.const == 0 and len(d.terms) == 1 and d.terms[0][1] == 1:
+        factors = d.terms[0][0].factors
+        if len(factors) == 1 and factors[0][1] == 1:
+            return factors[0][0]
     return None
 
 
-def _mono_mul(m1: tuple, m2: tuple) -> tuple:
-    if not m1 or not m2:
-        return m1 or m2
-    powers = dict(m1)
-    for atom, p in m2:
+def _mono_mul(m1: Mono, m2: Mono) -> Mono:
+    if not m1.factors or not m2.factors:
+        return m2 if not m1.factors else m1
+    powers = dict(m1.factors)
+    for atom, p in m2.factors:
         powers[atom] = powers.get(atom, 0) + p
-    return tuple(sorted(powers.items(), key=lambda ap: ap[0].text))
+    return Mono(tuple(sorted(powers.items(), key=lambda ap: ap[0].text)))
 
 
-def _mono_div(m: tuple, d: tuple) -> tuple | None:
-    """m / d when the monomial d divides m, else None."""
-    powers = dict(m)
-    for atom, p in d:
+def _mono_div(m: Mono, d: Mono) -> Mono | None:
+    """m / d when d divides m, else None."""
+    if d is _ONE:
+        return m
+    powers = dict(m.factors)
+    for atom, p in d.factors:
         if powers.get(atom, 0) < p:
             return None
         powers[atom] -= p
-    return tuple((atom, p) for atom, p in m if powers[atom])
+    factors = tuple((atom, p) for atom, p in m.factors if powers[atom])
+    return Mono(factors) if factors else _ONE
 
 
 def _add(a: Dim, b: Dim) -> Dim:
@@ -238,6 +244,9 @@ def _sub(a: Dim, b: Dim) -> Dim:
 def _mul(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
+    if isinstance(a, int) or isinstance(b, int):  # scaling keeps the order of the terms
+        k, e = (a, b) if isinstance(a, int) else (b, a)
+        return Expr(tuple((m, c * k) for m, c in e.terms), e.const * k) if k else 0
     poly: dict = {}
     for ma, ca in _items(a):
         for mb, cb in _items(b):
@@ -268,15 +277,15 @@ def mod(a, b) -> Dim:
     return _divide("mod", _dim(a), _dim(b))
 
 
-def _split(a: Dim, mono: tuple, coeff: int) -> tuple[Dim, Dim]:
+def _split(a: Dim, mono: Mono, coeff: int) -> tuple[Dim, Dim]:
     """(quotient, rest) with a == coeff*mono*quotient + rest, pulling out the exact multiples."""
     quotient, rest = {}, {}
     for m, c in _items(a):
         q = _mono_div(m, mono)
         if q is not None and c % coeff == 0:
             quotient[q] = c // coeff
-        elif not m and not mono:  # the constant over a constant divisor: keep 0 <= rest < coeff
-            quotient[q], rest[m] = divmod(c, coeff)
+        elif m is _ONE and mono is _ONE:  # the constant over a constant: keep 0 <= rest < coeff
+            quotient[m], rest[m] = divmod(c, coeff)
         else:
             rest[m] = c
     return _build(quotient), _build(rest)
@@ -291,7 +300,7 @@ def _divide(op: str, a: Dim, b: Dim) -> Dim:
         if b < 0:  # floor(a / -c) == floor(-a / c);  a mod -c == -((-a) mod c)
             result = _divide(op, _mul(a, -1), -b)
             return result if op == "floordiv" else _mul(result, -1)
-        quotient, rest = _split(a, (), b)
+        quotient, rest = _split(a, _ONE, b)
         lo, hi = bounds(rest)
         if -_INF < lo and hi < _INF and lo // b == hi // b:  # rest stays in one block of b
             return _add(quotient, lo // b) if op == "floordiv" else _sub(rest, b * (lo // b))
@@ -323,9 +332,8 @@ def _exact_multiple(a: Dim, b: Expr) -> int | None:
     ca = dict(a.terms).get(mono, 0)
     if ca == 0 or ca % coeff:
         return None
-    k = ca // coeff
-    diff = _sub(a, _mul(b, k))
-    return k if isinstance(diff, int) and diff == 0 else None
+    diff = _sub(a, _mul(b, ca // coeff))
+    return ca // coeff if isinstance(diff, int) and diff == 0 else None
 
 
 def dmax(a, b) -> Dim:
@@ -350,12 +358,8 @@ def _extremum(op: str, a: Dim, b: Dim) -> Dim:
     return _atom_expr(Atom(op, (x, y)))
 
 
-_BUILDERS: dict[str, Callable[[Dim, Dim], Dim]] = {
-    "floordiv": floordiv, "mod": mod, "max": dmax, "min": dmin,
-}
-_APPLY: dict[str, Callable[[int, int], int]] = {
-    "floordiv": operator.floordiv, "mod": operator.mod, "max": max, "min": min,
-}
+_BUILDERS = {"floordiv": floordiv, "mod": mod, "max": dmax, "min": dmin}
+_APPLY = {"floordiv": operator.floordiv, "mod": operator.mod, "max": max, "min": min}
 
 
 # ---- queries ----------------------------------------------------------------------------------
@@ -383,24 +387,21 @@ def evaluate(d, env: Mapping[str, int]) -> int:
         return d
     total = d.const
     for mono, coeff in d.terms:
-        for atom, p in mono:
-            coeff *= _evaluate_atom(atom, env) ** p
+        for atom, p in mono.factors:
+            if atom.op == "var":
+                value = operator.index(env[atom.args[0]])
+            else:
+                value = _APPLY[atom.op](evaluate(atom.args[0], env), evaluate(atom.args[1], env))
+            coeff *= value ** p
         total += coeff
     return total
-
-
-def _evaluate_atom(atom: Atom, env: Mapping[str, int]) -> int:
-    if atom.op == "var":
-        return operator.index(env[atom.args[0]])
-    x, y = atom.args
-    return _APPLY[atom.op](evaluate(x, env), evaluate(y, env))
 
 
 def variables(d) -> frozenset[str]:
     d = _dim(d)
     names: set[str] = set()
     for mono, _ in d.terms if isinstance(d, Expr) else ():
-        for atom, _ in mono:
+        for atom, _ in mono.factors:
             if atom.op == "var":
                 names.add(atom.args[0])
             else:
@@ -416,18 +417,16 @@ def substitute(d, mapping: Mapping[str, Dim]) -> Dim:
     total: Dim = d.const
     for mono, coeff in d.terms:
         term: Dim = coeff
-        for atom, p in mono:
-            term = _mul(term, _pow(_substitute_atom(atom, mapping), p))
+        for atom, p in mono.factors:
+            if atom.op == "var":
+                name = atom.args[0]
+                value = _dim(mapping[name]) if name in mapping else _atom_expr(atom)
+            else:
+                x, y = (substitute(arg, mapping) for arg in atom.args)
+                value = _BUILDERS[atom.op](x, y)
+            term = _mul(term, _pow(value, p))
         total = _add(total, term)
     return total
-
-
-def _substitute_atom(atom: Atom, mapping: Mapping[str, Dim]) -> Dim:
-    if atom.op == "var":
-        name = atom.args[0]
-        return _dim(mapping[name]) if name in mapping else _atom_expr(atom)
-    x, y = (substitute(arg, mapping) for arg in atom.args)
-    return _BUILDERS[atom.op](x, y)
 
 
 # ---- bounds and three-valued comparisons ------------------------------------------------------
@@ -440,7 +439,7 @@ def bounds(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> Interval:
     lo = hi = d.const
     for mono, coeff in d.terms:
         m = (1, 1)
-        for atom, p in mono:
+        for atom, p in mono.factors:
             m = _interval_mul(m, _interval_pow(_atom_bounds(atom, var_bounds), p))
         if coeff > 0:
             lo, hi = lo + coeff * m[0], hi + coeff * m[1]
@@ -468,7 +467,7 @@ def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval]) -> Interval:
     elif y[0] == y[1] != 0 and -_INF < x[0] and x[1] < _INF and x[0] // y[0] == x[1] // y[0]:
         k = x[0] // y[0]  # x stays in one block of the constant divisor
         return x[0] - y[0] * k, x[1] - y[0] * k
-    else:  # mod: same sign as the divisor, smaller in size, and no larger in size than x
+    else:  # mod: the sign of the divisor, smaller than it in size, and no larger in size than x
         if y[1] >= 1:
             parts.append((0, min(y[1] - 1, x[1]) if x[0] >= 0 else y[1] - 1))
         if y[0] <= -1:
@@ -480,30 +479,25 @@ def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval]) -> Interval:
 
 def _floordiv_positive(x: Interval, yl: Bound, yh: Bound) -> Interval:
     """Interval of floor(x / y) for x in [xl, xh] and 1 <= yl <= y <= yh (floor is monotone)."""
+    def floor_div(a: Bound, b: Bound) -> Bound:  # a finite a over an unbounded b tends to 0
+        if a in (_INF, -_INF):
+            return a
+        return (0 if a >= 0 else -1) if b == _INF else a // b
+
     xl, xh = x
-    lo = _floor_div(xl, yh) if xl >= 0 else _floor_div(xl, yl)
-    hi = _floor_div(xh, yl) if xh >= 0 else _floor_div(xh, yh)
+    lo = floor_div(xl, yh) if xl >= 0 else floor_div(xl, yl)
+    hi = floor_div(xh, yl) if xh >= 0 else floor_div(xh, yh)
     return lo, hi
 
 
-def _floor_div(a: Bound, b: Bound) -> Bound:
-    """floor(a / b) for b >= 1, either possibly infinite; a finite a / inf tends to 0 from a's side."""
-    if a in (_INF, -_INF):
-        return a
-    if b == _INF:
-        return 0 if a >= 0 else -1
-    return a // b
-
-
 def _interval_mul(a: Interval, b: Interval) -> Interval:
+    def times(x: Bound, y: Bound) -> Bound:
+        return 0 if x == 0 or y == 0 else x * y  # 0 * inf is 0: inf only means "unbounded"
+
     if a[0] >= 0 and b[0] >= 0:
-        return _times(a[0], b[0]), _times(a[1], b[1])
-    products = [_times(x, y) for x in a for y in b]
+        return times(a[0], b[0]), times(a[1], b[1])
+    products = [times(x, y) for x in a for y in b]
     return min(products), max(products)
-
-
-def _times(x: Bound, y: Bound) -> Bound:
-    return 0 if x == 0 or y == 0 else x * y  # 0 * inf is 0: inf only stands for "unbounded"
 
 
 def _interval_pow(iv: Interval, p: int) -> Interval:
@@ -518,7 +512,7 @@ def _interval_pow(iv: Interval, p: int) -> Interval:
 
 
 def prove_eq(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
-    """True: a == b everywhere; False: a != b everywhere in bounds; None: unknown."""
+    """True: a == b everywhere in bounds; False: a != b everywhere in bounds; None: unknown."""
     diff = _sub(_dim(a), _dim(b))
     if isinstance(diff, int):
         return diff == 0
@@ -529,6 +523,7 @@ def prove_eq(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | No
 
 
 def prove_ge(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
+    """True: a >= b everywhere in bounds; False: a < b everywhere in bounds; None: unknown."""
     lo, hi = bounds(_sub(_dim(a), _dim(b)), var_bounds)
     return True if lo >= 0 else False if hi < 0 else None
 
@@ -546,12 +541,13 @@ def prove_lt(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | No
     return prove_gt(b, a, var_bounds)
 
 
-# ---- text: str, parse, C ----------------------------------------------------------------------
+# ---- text: parse and C ------------------------------------------------------------------------
 
-def _join_terms(e: Expr, render_mono, times: str) -> str:
+def _join_terms(e: Expr, times: str, factor: Callable[[Atom, int], str]) -> str:
+    """``2*B + 4`` style text of e, with `times` between factors and `factor` rendering each."""
     pieces = []
     for mono, coeff in e.terms:
-        body = render_mono(mono)
+        body = times.join(factor(atom, p) for atom, p in mono.factors)
         pieces.append((coeff < 0, body if abs(coeff) == 1 else f"{abs(coeff)}{times}{body}"))
     if e.const:
         pieces.append((e.const < 0, str(abs(e.const))))
@@ -559,11 +555,6 @@ def _join_terms(e: Expr, render_mono, times: str) -> str:
     for negative, piece in pieces[1:]:
         text += (" - " if negative else " + ") + piece
     return text
-
-
-def _format(e: Expr) -> str:
-    return _join_terms(
-        e, lambda mono: "*".join(a.text if p == 1 else f"{a.text}^{p}" for a, p in mono), "*")
 
 
 def parse(text: str) -> Dim:
@@ -649,15 +640,6 @@ class _Parser:
         return var(token)
 
 
-_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
-
-
-def _c_int(c: int) -> str:
-    if not _INT64_MIN <= c <= _INT64_MAX:
-        raise ValueError(f"the constant {c} in a dimension expression does not fit in int64_t")
-    return "(-9223372036854775807 - 1)" if c == _INT64_MIN else str(c)
-
-
 def to_c(d, name: Callable[[str], str] = lambda v: v) -> str:
     """A C99 int64_t expression for d; variables render as name(v), floor ops as jd_* calls
     (defined in C_PRELUDE). Anything but a lone variable or call comes parenthesised."""
@@ -665,16 +647,19 @@ def to_c(d, name: Callable[[str], str] = lambda v: v) -> str:
     if isinstance(d, int):
         return f"((int64_t){_c_int(d)})"
     atom = _single_atom(d)
-    if atom is not None:
-        return _c_atom(atom, name)
-    return f"({_c_sum(d, name)})"
+    return _c_atom(atom, name) if atom is not None else f"({_c_sum(d, name)})"
+
+
+def _c_int(c: int) -> str:
+    if not -2 ** 63 <= c < 2 ** 63:
+        raise ValueError(f"the constant {c} in a dimension expression does not fit in int64_t")
+    return "(-9223372036854775807 - 1)" if c == -2 ** 63 else str(c)
 
 
 def _c_sum(e: Expr, name: Callable[[str], str]) -> str:
     for c in [e.const] + [coeff for _, coeff in e.terms]:
         _c_int(abs(c))  # printed as a sign and a literal, each of which must fit
-    render = lambda mono: " * ".join(_c_atom(a, name) for a, p in mono for _ in range(p))
-    return _join_terms(e, render, " * ")
+    return _join_terms(e, " * ", lambda atom, p: " * ".join([_c_atom(atom, name)] * p))
 
 
 def _c_atom(atom: Atom, name: Callable[[str], str]) -> str:

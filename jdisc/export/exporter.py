@@ -33,6 +33,7 @@ def export_function(fun: Callable, leaves: Sequence[LeafSpec], in_tree: Any,
         return fun(*jax.tree_util.tree_unflatten(in_tree, flat))
 
     name = name or getattr(fun, "__name__", "fn")
+    flat_fun.__name__ = name if name.isidentifier() else "fn"
     try:
         exp = jax_export.export(jax.jit(flat_fun), platforms=("cpu",))(*specs)
     except Exception as err:   # jax's shape-polymorphism errors name the dims involved

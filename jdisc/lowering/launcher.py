@@ -26,6 +26,13 @@ from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter, c_string
 
 ERROR_HELPER = """\
+/* StableHLO integer divide / remainder on the host (truncating; XLA's x/0 == -1, x%0 == x) */
+static inline int64_t jd_tdiv(int64_t a, int64_t b) {
+  return b == 0 ? -1 : (a == INT64_MIN && b == -1) ? a : a / b;
+}
+static inline int64_t jd_trem(int64_t a, int64_t b) {
+  return b == 0 ? a : b == -1 ? 0 : a % b;
+}
 static int jd_error(char *err, int64_t n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -93,6 +100,8 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                     raise UnsupportedOpError(f"{where} has the non-trivial symbolic size {d}; "
                                              f"inputs must have plain dimension variables")
                 pos += 1
+        for name, h in prog.derived:
+            w(f"const int64_t {dim(symbolic.var(name))} = {render_host(h, dim)};")
         for c in list(prog.checks) + extra_checks:
             decided = c.holds_statically()
             if decided is True:
@@ -116,6 +125,38 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                 w(f"out_dims[{pos}] = {dim(d)};")
                 pos += 1
         w("return 0;")
+
+
+_HOST_INFIX = {"add": "+", "subtract": "-", "multiply": "*"}
+_HOST_FN = {"divide": "jd_tdiv", "remainder": "jd_trem", "maximum": "jd_max",
+            "minimum": "jd_min"}
+
+
+def render_host(x, dim: Callable[[Dim], str]) -> str:
+    """C for a host-computed integer (a HostValue tree over dims and predicates)."""
+    from jdisc.dynamic_passes.shape_prop import HostValue, Pred
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if isinstance(x, Pred):
+        if x.cmp == "and":
+            return "(" + " && ".join(render_host(p, dim) for p in x.lhs) + ")"
+        return f"({render_host(x.lhs, dim)} {x.cmp} {render_host(x.rhs, dim)})"
+    if isinstance(x, HostValue):
+        a = [render_host(v, dim) for v in x.args]
+        if x.op in _HOST_INFIX:
+            return f"({a[0]} {_HOST_INFIX[x.op]} {a[1]})"
+        if x.op in _HOST_FN:
+            return f"{_HOST_FN[x.op]}({a[0]}, {a[1]})"
+        if x.op == "negate":
+            return f"(-{a[0]})"
+        if x.op == "abs":
+            return f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+        if x.op == "sign":
+            return f"(({a[0]} > 0) - ({a[0]} < 0))"
+        if x.op == "select":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        raise UnsupportedOpError(f"host computation of stablehlo.{x.op}")
+    return f"({dim(x)})"
 
 
 def nonnegative_checks(prog: Program) -> list[Check]:
