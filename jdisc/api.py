@@ -202,7 +202,10 @@ class JdiscFunction:
         if da is None:
             return None
         if isinstance(da, dict) and not all(isinstance(k, int) for k in da):
-            return {k: v for k, v in da.items() if k in arg_names}
+            statics = set(self.static_argnames) | {
+                n for i, n in enumerate(positional_names(self.fun, len(arg_names) + 16))
+                if i in set(self.static_argnums)}
+            return {k: v for k, v in da.items() if k not in statics}
         entries = list(da) if not isinstance(da, dict) else [da]
         n_static = len(self.static_argnums) + sum(
             1 for n in positional_names(self.fun, len(arg_names) + len(self.static_argnums)

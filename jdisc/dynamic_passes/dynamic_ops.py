@@ -56,16 +56,23 @@ def _assertion_to_checks(prog: Program, op: Op) -> None:
     if pred is None or len(pred) != 1 or not isinstance(pred[0], Pred):
         raise ShapeError(f"jdisc cannot evaluate the shape assertion at {op.loc} symbolically: "
                          f"{message}")
-    args = tuple(v.sym[0] if v.sym is not None and len(v.sym) == 1 else None
+    def as_dim(x):
+        return bind_host_value(prog, x, False, op.loc) if isinstance(x, HostValue) else x
+
+    args = tuple(as_dim(v.sym[0]) if v.sym is not None and len(v.sym) == 1 else None
                  for v in op.operands[1:])
-    if any(a is None for a in args):
+    if any(a is None or isinstance(a, (bool, Pred)) for a in args):
         args = ()
     for p in pred[0].conjuncts():
         if (_JAX_MIN_DIM.search(message) and p.cmp == ">=" and p.rhs == 1
                 and isinstance(p.lhs, symbolic.Expr) and len(symbolic.variables(p.lhs)) == 1
                 and str(p.lhs) in symbolic.variables(p.lhs)):
             continue
-        prog.checks.append(Check(p.lhs, p.cmp, p.rhs, _jax_message(message), args))
+        lhs, rhs = as_dim(p.lhs), as_dim(p.rhs)
+        if isinstance(lhs, (bool, Pred)) or isinstance(rhs, (bool, Pred)):
+            # a comparison of predicates: evaluate the whole predicate on the host
+            lhs, rhs, p = as_dim(HostValue("select", (p, 1, 0))), 1, Pred("==", 0, 0)
+        prog.checks.append(Check(lhs, p.cmp, rhs, _jax_message(message), args))
 
 
 def _jax_message(message: str) -> str:

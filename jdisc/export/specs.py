@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -18,6 +19,10 @@ from jax import export as jax_export
 from jdisc.errors import ArgumentError, ShapeError
 
 AxisNames = dict[int, str]
+
+
+class _Group(list):
+    """The axis entries one dynamic_axes leaf expands to (one per array leaf below it)."""
 
 
 def _is_axes(x: Any) -> bool:
@@ -46,7 +51,8 @@ def normalize_dynamic_axes(dynamic_axes: Any, fun: Callable, n_args: int) -> lis
     """One entry per positional argument."""
     if dynamic_axes is None:
         return [None] * n_args
-    if isinstance(dynamic_axes, Mapping) and not all(isinstance(k, int) for k in dynamic_axes):
+    if isinstance(dynamic_axes, Mapping) and (
+            not dynamic_axes or not all(isinstance(k, int) for k in dynamic_axes)):
         names = positional_names(fun, n_args)
         unknown = set(dynamic_axes) - set(names)
         if unknown:
@@ -78,13 +84,13 @@ def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[
     for arg, entry, arg_name in zip(args, entries, arg_names):
         try:
             per_leaf = jax.tree_util.tree_map(
-                lambda e, sub: [e] * len(jax.tree_util.tree_leaves(sub)), entry, arg,
+                lambda e, sub: _Group([e] * len(jax.tree_util.tree_leaves(sub))), entry, arg,
                 is_leaf=_is_axes)
         except ValueError as err:
             raise ArgumentError(f"dynamic_axes entry for argument '{arg_name}' does not match "
                                 f"its pytree structure: {err}") from None
-        axes_list = [e for group in jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, list))
-                     for e in group]
+        groups = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, _Group))
+        axes_list = [e for group in groups for e in group]
         paths_leaves = jax.tree_util.tree_flatten_with_path(arg)[0]
         for (path, leaf), axes in zip(paths_leaves, axes_list):
             name = arg_name + jax.tree_util.keystr(path)
@@ -137,6 +143,14 @@ def check_shared_names(leaves: Sequence[LeafSpec]) -> None:
                     f"{other.shape[other_axis]}; axes that share a dimension name must be equal.")
 
 
+_MOD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|\d+)\s*%\s*(\d+)")
+
+
+def jax_constraint(text: str) -> str:
+    """jax.export's constraint syntax for `a % 8 == 0`-style text: `mod(a, 8) == 0`."""
+    return _MOD.sub(r"mod(\1, \2)", text)
+
+
 def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
                    ) -> list[jax.ShapeDtypeStruct]:
     """jax.ShapeDtypeStructs with one shared symbolic scope for all dimension names."""
@@ -144,7 +158,8 @@ def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
     if not names:
         return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
     try:
-        syms = jax_export.symbolic_shape(", ".join(names), constraints=tuple(constraints))
+        syms = jax_export.symbolic_shape(", ".join(names),
+                                         constraints=tuple(jax_constraint(c) for c in constraints))
     except Exception as err:
         raise ArgumentError(f"invalid dimension names or constraints {list(constraints)}: "
                             f"{err}") from None

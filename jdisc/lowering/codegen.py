@@ -58,7 +58,8 @@ def dim_c(d: Dim) -> str:
 def generate(prog: Program) -> CProgram:
     body = CWriter()
     buffers: dict[int, str] = {}          # value id -> C expression of its base pointer
-    _emit_constants(body, prog, buffers)
+    number = _local_numbers(prog)         # value id -> stable per-program number
+    _emit_constants(body, prog, buffers, number)
     kernel_sigs = []
     for k in prog.kernels:
         if k.kind != "alias":
@@ -68,7 +69,7 @@ def generate(prog: Program) -> CProgram:
          for k in prog.kernels if k.kind == "dot" for d in blas.size_limits(k)])
     launcher.emit_prepare(body, prog, dim_c, extra)
     body()
-    _emit_run(body, prog, buffers)
+    _emit_run(body, prog, buffers, number)
     text = body.text()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     head = CWriter()
@@ -91,12 +92,24 @@ def generate(prog: Program) -> CProgram:
                     tuple(prog.dim_vars), tuple(k.describe() for k in prog.kernels))
 
 
-def _emit_constants(w: CWriter, prog: Program, buffers: dict[int, str]) -> None:
+def _local_numbers(prog: Program) -> dict[int, int]:
+    """Program-order numbers for values, so the same program always gives the same C."""
+    number: dict[int, int] = {}
+    for v in prog.body.params:
+        number[v.id] = len(number)
+    for op in prog.body.ops:
+        for v in op.results:
+            number[v.id] = len(number)
+    return number
+
+
+def _emit_constants(w: CWriter, prog: Program, buffers: dict[int, str],
+                    number: dict[int, int]) -> None:
     from jdisc.dynamic_passes.fusion import is_splat
     for op in prog.body.ops:
         if op.name == "constant" and not is_splat(op.attrs["value"]):
             v = op.result
-            name = f"const_{v.id}"
+            name = f"const_{number[v.id]}"
             arr: np.ndarray = op.attrs["value"]
             w(f"/* stablehlo.constant at {op.loc} */")
             w(f"static const {ctype(v.dtype)} {name}[{max(arr.size, 1)}] = "
@@ -134,7 +147,8 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
     return k.name
 
 
-def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str]) -> None:
+def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
+              number: dict[int, int]) -> None:
     results = prog.body.results
     with w.block("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
                  "void *const *restrict outs, char *err, int64_t errlen)"):
@@ -155,7 +169,7 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str]) -> None:
         for k in prog.kernels:
             for v in k.outputs:
                 if k.kind != "alias" and v.id not in direct:
-                    name = f"buf{v.id}"
+                    name = f"buf{number[v.id]}"
                     buffers[v.id] = name
                     owned.append((name, v))
         for name, v in owned:

@@ -1,0 +1,112 @@
+"""Bad input raises a jdisc error naming the argument, axis, expected and actual values."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from jdisc.errors import (ArgumentError, DtypeError, JdiscError, ShapeError,
+                          UnsupportedOpError)
+
+
+def _layer(x, mask):
+    return (x * mask[..., None]).sum(axis=1)
+
+
+@pytest.fixture(scope="module")
+def fn():
+    f = jdisc.jit(_layer, dynamic_axes=({0: "batch", 1: "seq"}, {0: "batch", 1: "seq"}))
+    f(np.ones((2, 3, 4), np.float32), np.ones((2, 3), np.float32))
+    return f
+
+
+def test_wrong_argument_count(fn):
+    with pytest.raises(ArgumentError, match="argument"):
+        fn(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(ArgumentError):
+        fn(np.ones((2, 3, 4), np.float32), np.ones((2, 3), np.float32), 1)
+
+
+def test_wrong_rank(fn):
+    with pytest.raises(ShapeError, match=r"argument 'x' has rank 2 .* rank 3"):
+        fn(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+
+
+def test_wrong_dtype(fn):
+    with pytest.raises(DtypeError, match=r"argument 'mask' has dtype int32 .* float32"):
+        fn(np.ones((2, 3, 4), np.float32), np.ones((2, 3), np.int32))
+
+
+def test_static_dim_differs(fn):
+    with pytest.raises(ShapeError, match=r"argument 'x' axis 2 is 5; expected 4"):
+        fn(np.ones((2, 3, 5), np.float32), np.ones((2, 3), np.float32))
+
+
+def test_shared_name_mismatch(fn):
+    msg = (r"argument 'mask' axis 1 \('seq'\) is 9 but argument 'x' axis 1 \('seq'\) is 7; "
+           r"axes that share a dimension name must be equal")
+    with pytest.raises(ShapeError, match=msg):
+        fn(np.ones((2, 7, 4), np.float32), np.ones((2, 9), np.float32))
+
+
+def test_shared_name_mismatch_on_first_call():
+    f = jdisc.jit(_layer, dynamic_axes=({0: "batch", 1: "seq"}, {0: "batch", 1: "seq"}))
+    with pytest.raises(ShapeError, match=r"'seq'\) is 9 .*'seq'\) is 7"):
+        f(np.ones((2, 7, 4), np.float32), np.ones((2, 9), np.float32))
+
+
+def test_violated_constraint():
+    f = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "seq"},), constraints=("seq % 8 == 0",))
+    np.testing.assert_array_equal(np.asarray(f(np.ones(16, np.float32))), 2)
+    with pytest.raises(ShapeError, match=r"seq.*8"):
+        f(np.ones(12, np.float32))
+    f2 = jdisc.jit(lambda x: x + 1, dynamic_axes=({0: "V"},), constraints=("V >= 5",))
+    f2(np.ones(5, np.float32))
+    with pytest.raises(ShapeError, match=r"V"):
+        f2(np.ones(4, np.float32))
+
+
+def test_unsupported_ops_are_all_listed():
+    def f(x):
+        y = jnp.sort(x, axis=-1)
+        z = jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1]
+        return y + z
+
+    with pytest.raises(UnsupportedOpError) as info:
+        jdisc.jit(f, dynamic_axes=({0: "N"},))(np.ones(4, np.float32))
+    msg = str(info.value)
+    assert "stablehlo.sort" in msg and "stablehlo.while" in msg
+    assert re.search(r"test_bad_input\.py:\d+", msg), msg   # source location of each op
+
+
+def test_bad_dynamic_axes_specs():
+    with pytest.raises(ShapeError, match="axis 3.*rank 2"):
+        jdisc.jit(lambda x: x, dynamic_axes=({3: "N"},))(np.ones((2, 2), np.float32))
+    with pytest.raises(ArgumentError, match="dynamic_axes has 2 entries"):
+        jdisc.jit(lambda x: x, dynamic_axes=({0: "N"}, None))(np.ones(2, np.float32))
+    with pytest.raises(ArgumentError, match="unknown parameter"):
+        jdisc.jit(lambda x: x, dynamic_axes={"y": {0: "N"}})(np.ones(2, np.float32))
+    with pytest.raises(ArgumentError, match="identifiers"):
+        jdisc.jit(lambda x: x, dynamic_axes=({0: "not a name"},))(np.ones(2, np.float32))
+
+
+def test_non_array_argument_needs_static():
+    with pytest.raises(ArgumentError, match="static_argnums"):
+        jdisc.jit(lambda x, s: x, dynamic_axes=({0: "N"}, None))(np.ones(2, np.float32), "s")
+
+
+def test_all_errors_are_jdisc_errors(fn):
+    for call in (lambda: fn(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)),
+                 lambda: fn(np.ones((2, 3, 5), np.float32), np.ones((2, 3), np.float32))):
+        with pytest.raises(JdiscError):
+            call()
+
+
+def test_size_zero_and_one_work(fn):
+    for b, s in ((0, 3), (2, 0), (1, 1), (0, 0)):
+        x = np.ones((b, s, 4), np.float32)
+        m = np.ones((b, s), np.float32)
+        np.testing.assert_array_equal(np.asarray(fn(x, m)), _layer(x, m))
