@@ -110,3 +110,14 @@ def test_size_zero_and_one_work(fn):
         x = np.ones((b, s, 4), np.float32)
         m = np.ones((b, s), np.float32)
         np.testing.assert_array_equal(np.asarray(fn(x, m)), _layer(x, m))
+
+
+def test_sizes_that_would_overflow_are_refused_before_any_allocation():
+    # an outer product of two huge vectors: B*S*4 bytes overflows int64 arithmetic
+    f = jdisc.jit(lambda x, y: x[:, None] * y[None, :], dynamic_axes=({0: "B"}, {0: "S"}))
+    f(np.ones(2, np.float32), np.ones(3, np.float32))
+    exe = f.compiled_for(np.ones(2, np.float32), np.ones(3, np.float32)).executable
+    with pytest.raises(ShapeError, match="too large"):
+        exe.prepare([(2**40,), (2**40,)])   # shapes only: nothing is allocated
+    dims, out_shapes = exe.prepare([(5,), (7,)])
+    assert out_shapes == [(5, 7)]

@@ -67,7 +67,9 @@ def generate(prog: Program) -> CProgram:
     extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
          for k in prog.kernels if k.kind == "dot" for d in blas.size_limits(k)])
-    launcher.emit_prepare(body, prog, dim_c, extra)
+    sized = [(v, f"stablehlo.{op.name} at {op.loc}") for op in prog.body.ops for v in op.results]
+    guards = launcher.size_guards(sized, c_dim_name)
+    launcher.emit_prepare(body, prog, dim_c, extra, guards)
     body()
     _emit_run(body, prog, buffers, number)
     text = body.text()

@@ -69,7 +69,7 @@ def _values_suffix(dims: list[Dim], dim: Callable[[Dim], str]) -> tuple[str, lis
 
 
 def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
-                 extra_checks: list[Check]) -> None:
+                 extra_checks: list[Check], guards: list[tuple[str, str]] = ()) -> None:
     with w.block("int jd_prepare(const int64_t *restrict in_dims, int64_t *restrict dims, "
                  "int64_t *restrict out_dims, char *err, int64_t errlen)"):
         bound: dict[str, tuple[str, int]] = {}
@@ -102,6 +102,9 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                 pos += 1
         for name, h in prog.derived:
             w(f"const int64_t {dim(symbolic.var(name))} = {render_host(h, dim)};")
+        for cond, message in guards:   # before any int64 size arithmetic can wrap
+            with w.block(f"if ({cond})"):
+                w(f"return jd_error(err, errlen, {c_string(message)});")
         for c in list(prog.checks) + extra_checks:
             decided = c.holds_statically()
             if decided is True:
@@ -171,6 +174,21 @@ def nonnegative_checks(prog: Program) -> list[Check]:
                 checks.append(Check(d, ">=", 0, f"stablehlo.{op.name} at {op.loc} gets a "
                                                 f"negative dimension {d}"))
     return checks
+
+
+def size_guards(values: list[tuple[Value, str]], name) -> list[str]:
+    """C conditions that fail when a buffer's byte size could overflow int64 arithmetic."""
+    from jdisc.dynamic_passes.ir import numpy_dtype
+    out, seen = [], set()
+    for v, where in values:
+        n = v.num_elements()
+        if isinstance(n, int) or n in seen:
+            continue
+        seen.add(n)
+        bound = symbolic.c_upper_bound(n, name)
+        out.append((f"{bound} * {numpy_dtype(v.dtype).itemsize}.0 > 4.0e18",
+                    f"{where}: a buffer of {n} elements of {v.dtype} is too large"))
+    return out
 
 
 def blas_checks(limits: list[tuple[Dim, str]]) -> list[Check]:
