@@ -91,13 +91,14 @@ def max_abs_diff(a, b) -> float:
                for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
-def warm_up() -> None:
+def warm_up() -> dict:
     """Pay once-per-process costs (backend start, lazy imports, jdisc's first C compile) on a
-    throwaway function, so no workload's compile time carries them."""
+    throwaway function, so no workload's compile time carries them; returns their seconds."""
     x = jax.device_put(np.ones((2, 4), np.float32))
-    jax.block_until_ready(jax.jit(lambda v: v * 2.0 + 1.0)(x))
+    xla_s, _ = timed(jax.jit(lambda v: v * 2.0 + 1.0), (x,))
     fresh_cache_dir("warmup")
-    jax.block_until_ready(jdisc.jit(lambda v: v * 2.0 + 1.0, dynamic_axes=({0: "n"},))(x))
+    jdisc_s, _ = timed(jdisc.jit(lambda v: v * 2.0 + 1.0, dynamic_axes=({0: "n"},)), (x,))
+    return {"xla_s": xla_s, "jdisc_s": jdisc_s}
 
 
 def run_stream(wl: Workload, args: list, order: list[int]) -> dict:
@@ -209,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     shapes = draw_shapes(n_shapes, opts.seed, max_tokens)
     machine = machine_info()
     t_start = time.perf_counter()
-    warm_up()
+    log("warm-up: a throwaway function through jax.jit and jdisc.jit")
+    warmup = warm_up()
     results = {}
     for name in names:
         results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed)
@@ -219,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
           + "".join(f"; {k}={v}" for k, v in m["env"].items()))
     print(f"shapes (B x S, seed {opts.seed}): {shapes}; {repeats} interleaved repeats, medians; "
           f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
-          f"jax.jit(fn).lower(*args).compile()")
+          f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
+          f"throwaway warm-up first")
     for name, res in results.items():
         print_table(name, res)
     wall = time.perf_counter() - t_start
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump({"machine": machine, "seed": opts.seed, "shapes": shapes,
-                       "repeats": repeats, "quick": opts.quick, "wall_s": wall,
+                       "repeats": repeats, "quick": opts.quick, "wall_s": wall, "warmup": warmup,
                        "workloads": results}, f, indent=2)
 
 

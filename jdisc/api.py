@@ -122,6 +122,7 @@ class JdiscFunction:
         self.static_argnames = tuple(static_argnames)
         self._compiled: dict[Any, Compiled] = {}
         self._lock = threading.Lock()
+        self._name_cache: dict[int, list[str]] = {}
         self._stats = {"compiles": 0, "cache_hits": 0, "calls": 0, "compile_seconds": 0.0}
         try:
             self._signature = inspect.signature(fun)
@@ -129,17 +130,18 @@ class JdiscFunction:
             self._signature = None
 
     # -- argument handling ----------------------------------------------------------------
+    def _names(self, n: int) -> list[str]:
+        names = self._name_cache.get(n)
+        if names is None:
+            names = self._name_cache[n] = positional_names(self.fun, n)
+        return names
+
     def _split_args(self, args: tuple, kwargs: dict):
         """Separate static from dynamic arguments.
 
         Returns (dynamic positional args, their names, hashable key of the statics,
         a function of the dynamic args alone with the statics bound)."""
         static_kw: dict[str, Any] = {}
-        if self._signature is not None:
-            try:
-                self._signature.bind(*args, **kwargs)
-            except TypeError as err:
-                raise ArgumentError(f"{self.__name__}: {err}") from None
         if kwargs:
             if self._signature is None:
                 raise ArgumentError(f"{self.__name__}: keyword arguments need a function with "
@@ -153,7 +155,9 @@ class JdiscFunction:
             if dyn_kw:
                 raise ArgumentError(f"{self.__name__}: pass array arguments positionally "
                                     f"(got keyword-only {dyn_kw})")
-        names = positional_names(self.fun, len(args))
+        names = self._names(len(args))
+        if not self.static_argnums and not self.static_argnames and not static_kw:
+            return list(args), names, (len(args),), self.fun     # the common, fast case
         static_pos: dict[int, Any] = {}
         for i in self.static_argnums:
             j = i + len(args) if i < 0 else i
@@ -182,12 +186,37 @@ class JdiscFunction:
         bound_fun.__name__ = getattr(fun, "__name__", "fn")
         return dynamic, dyn_names, key, bound_fun
 
+    def _dynamic_axes_for(self, n_args: int, dyn_names: list[str]) -> list[Any]:
+        """One dynamic_axes entry per dynamic positional argument."""
+        da = self.dynamic_axes
+        if da is None or isinstance(da, dict) and (
+                not da or not all(isinstance(k, int) for k in da)):
+            if isinstance(da, dict):   # by parameter name: static ones may be listed as None
+                da = {k: v for k, v in da.items() if k in dyn_names or v is not None}
+            return normalize_dynamic_axes(da, dyn_names)
+        entries = [da] if isinstance(da, dict) else list(da)
+        if len(entries) == n_args and n_args != len(dyn_names):
+            all_names = self._names(n_args)
+            entries = [e for e, n in zip(entries, all_names) if n in dyn_names]
+        return normalize_dynamic_axes(entries, dyn_names)
+
     # -- compile and call -----------------------------------------------------------------
-    def _compile(self, dynamic: list, arg_names: list[str], fun: Callable) -> Compiled:
+    def _compile(self, args: tuple, kwargs: dict, key: tuple, dynamic: list,
+                 dyn_names: list[str], fun: Callable) -> Compiled:
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise ArgumentError(f"{self.__name__}: {err}") from None
+        n_args = key[0]     # positional arguments after binding keywords
+        if self._compiled:
+            n_before = next(iter(self._compiled))[0]
+            if n_before != n_args:
+                raise ArgumentError(f"{self.__name__} was compiled for {n_before} positional "
+                                    f"argument(s), got {n_args}")
         t0 = time.perf_counter()
-        entries = normalize_dynamic_axes(self._dynamic_axes_for(arg_names), self.fun,
-                                         len(dynamic))
-        leaves, in_tree = leaf_specs(dynamic, entries, arg_names)
+        entries = self._dynamic_axes_for(n_args, dyn_names)
+        leaves, in_tree = leaf_specs(dynamic, entries, dyn_names)
         check_shared_names(leaves)
         exported = export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
         cprog, executable = compile_exported(exported)
@@ -196,28 +225,6 @@ class JdiscFunction:
         self._stats["compile_seconds"] += time.perf_counter() - t0
         return Compiled(exported, executable, in_tree)
 
-    def _dynamic_axes_for(self, arg_names: list[str]) -> Any:
-        """dynamic_axes restricted to the dynamic (non-static) positional arguments."""
-        da = self.dynamic_axes
-        if da is None:
-            return None
-        if isinstance(da, dict) and not all(isinstance(k, int) for k in da):
-            statics = set(self.static_argnames) | {
-                n for i, n in enumerate(positional_names(self.fun, len(arg_names) + 16))
-                if i in set(self.static_argnums)}
-            return {k: v for k, v in da.items() if k not in statics}
-        entries = list(da) if not isinstance(da, dict) else [da]
-        n_static = len(self.static_argnums) + sum(
-            1 for n in positional_names(self.fun, len(arg_names) + len(self.static_argnums)
-                                        + len(self.static_argnames))
-            if n in self.static_argnames)
-        if len(entries) == len(arg_names) + n_static and n_static:
-            all_names = positional_names(self.fun, len(entries))
-            static = {i if i >= 0 else i + len(entries) for i in self.static_argnums}
-            entries = [e for i, e in enumerate(entries)
-                       if i not in static and all_names[i] not in self.static_argnames]
-        return entries
-
     def _entry(self, args: tuple, kwargs: dict) -> tuple[Compiled, list]:
         dynamic, names, key, fun = self._split_args(args, kwargs)
         entry = self._compiled.get(key)
@@ -225,7 +232,7 @@ class JdiscFunction:
             with self._lock:
                 entry = self._compiled.get(key)
                 if entry is None:
-                    entry = self._compile(dynamic, names, fun)
+                    entry = self._compile(args, kwargs, key, dynamic, names, fun)
                     self._compiled[key] = entry
         return entry, dynamic
 

@@ -102,3 +102,15 @@ def test_disk_cache_hit_in_a_new_function(rng):
     b = jdisc.jit(g, dynamic_axes=({0: "N"},))
     b(np.ones(5, np.float32))
     assert b.stats()["compiles"] == 1 and b.stats()["cache_hits"] == 1
+
+
+def test_static_argname_first_and_dynamic_axes_by_name(rng):
+    def fn(mode, x, y):
+        return x * y if mode == "mul" else x + y
+
+    jf = jdisc.jit(fn, dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, static_argnames="mode")
+    for n in (1, 6):
+        x, y = rng.standard_normal((2, n)).astype(np.float32)
+        assert_close(jf("mul", x, y), x * y, 0)
+        assert_close(jf(mode="add", x=x, y=y), x + y, 0)
+    assert jf.stats()["compiles"] == 2

@@ -18,8 +18,8 @@ B, S = symbolic.var("B"), symbolic.var("S")
 
 
 def to_ir(fn, dynamic_axes, *args, constraints=()):
-    entries = normalize_dynamic_axes(dynamic_axes, fn, len(args))
-    leaves, tree = leaf_specs(args, entries, [f"a{i}" for i in range(len(args))])
+    names = [f"a{i}" for i in range(len(args))]
+    leaves, tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
     exp = export_function(fn, leaves, tree, constraints)
     shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in s)
               for s in exp.in_shapes]

@@ -47,17 +47,17 @@ def positional_names(fun: Callable, n: int) -> list[str]:
                     for i in range(len(names), n)]
 
 
-def normalize_dynamic_axes(dynamic_axes: Any, fun: Callable, n_args: int) -> list[Any]:
-    """One entry per positional argument."""
+def normalize_dynamic_axes(dynamic_axes: Any, names: Sequence[str]) -> list[Any]:
+    """One entry per (dynamic) positional argument, whose names are `names`."""
+    n_args = len(names)
     if dynamic_axes is None:
         return [None] * n_args
     if isinstance(dynamic_axes, Mapping) and (
             not dynamic_axes or not all(isinstance(k, int) for k in dynamic_axes)):
-        names = positional_names(fun, n_args)
         unknown = set(dynamic_axes) - set(names)
         if unknown:
             raise ArgumentError(f"dynamic_axes names unknown parameter(s) {sorted(unknown)}; "
-                                f"the positional parameters are {names}")
+                                f"the positional (non-static) parameters are {list(names)}")
         return [dynamic_axes.get(name) for name in names]
     if isinstance(dynamic_axes, Mapping):
         raise ArgumentError("dynamic_axes must have one entry per positional argument "
