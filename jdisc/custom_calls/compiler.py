@@ -34,7 +34,7 @@ from jdisc.version import __version__
 _OUTPUT_TAIL_CHARS = 4000
 
 _BASE_CFLAGS = [
-    "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native",
+    "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native", "-fopenmp",
     "-Wall", "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
 ]
 _SANITIZE_CFLAGS = [

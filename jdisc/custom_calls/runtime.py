@@ -8,6 +8,7 @@ computes and handed to JAX.
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Sequence
 
 import numpy as np
@@ -37,6 +38,8 @@ class Executable:
         self._out_ranks = [len(s.shape) for s in cprog.outputs]
         self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
         self._n_dims = max(len(cprog.dim_vars), 1)
+        lib.jd_set_num_threads.argtypes = [ctypes.c_int]
+        lib.jd_set_num_threads(num_threads())
 
     def prepare(self, shapes: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
         """Dimension-variable values and output shapes for these input shapes (checks them)."""
@@ -63,6 +66,18 @@ class Executable:
         if self._run(dims.ctypes.data, ins_p, outs_p, err, _ERR_LEN):
             raise RuntimeCheckError(err.value.decode(errors="replace"))
         return outs
+
+
+def num_threads() -> int:
+    """JDISC_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
+    for var in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:

@@ -1,10 +1,21 @@
-"""Kernel planning: which ops become which kernel, and which values live in memory.
+"""Fusion planning: which ops run together in one kernel, and which values live in memory.
 
 A `Kernel` computes its `outputs` (materialised buffers) from its `inputs` (buffers); the ops in
-`ops` are evaluated element by element inside one loop nest, so a value computed inside a kernel
-never touches memory. The planner here is the base one: each op that does real work is its own
-kernel, and cheap index-only producers (constants, iota, broadcasts, dimension values) are
-inlined into their consumers, so a broadcast is never materialised.
+`ops` are evaluated inside one loop nest, so a value computed inside a kernel never touches
+memory. Kinds:
+
+* `loop`   -- elementwise ops, broadcasts, reshapes, transposes, slices as index arithmetic
+              (loop fusion); broadcasts are never materialised;
+* `stitch` -- one or more reductions over the trailing ("column") dims with their producers and
+              consumers in one kernel (input fusion + DISC's stitch fusion): each row is reduced
+              and reused while it is in cache (softmax, LayerNorm, LN+GELU+residual+softmax);
+* `reduce` -- a reduction over other dims with its producers fused in;
+* `concat`, `dot` (a BLAS call), `alias` (a reshape of a buffer: no code runs).
+
+The planner walks ops from the outputs back (consumers first) and absorbs a producer into its
+consumers' kernel when every consumer is in that kernel and fusing does not recompute expensive
+work; a reduction joins its consumers when the kernel keeps the row structure. Row structure is
+validated afterwards; a reduction that breaks it is materialised and the plan is redone.
 """
 
 from __future__ import annotations
@@ -13,37 +24,36 @@ import dataclasses
 
 import numpy as np
 
+from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Program, Value
+from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 
-# Producers that are inlined into every consumer: they cost an index computation, no memory.
-INLINE_OPS = frozenset({"constant", "iota", "dim_constant", "broadcast_in_dim"})
+# Producers duplicated into every consumer: they cost an index computation, no memory.
+FREE_OPS = frozenset({"iota", "dim_constant"})
+# Index-arithmetic and elementwise ops a loop nest can evaluate at any index.
+LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "select", "clamp"}
+# Ops worth computing once: recomputing them per broadcast element would cost real time.
+EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
+                       "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",
+                       "rsqrt", "divide", "remainder"})
 
 
 @dataclasses.dataclass(eq=False)
 class Kernel:
     name: str
-    kind: str              # loop | reduce | concat | dot | alias
+    kind: str              # loop | stitch | reduce | concat | dot | alias
     ops: list[Op]          # evaluated inside, in program order; the root op last
     outputs: list[Value]   # buffers written
     inputs: list[Value]    # buffers read
+    row_rank: int = 0      # stitch: how many leading dims index rows
 
     @property
     def root(self) -> Op:
         return self.ops[-1]
 
     def describe(self) -> str:
-        ops = ", ".join(f"{op.name}@{op.loc}" for op in self.ops)
+        ops = ", ".join(f"{op.name}@{op.loc}" for op in self.ops if op.name != "constant")
         return f"{self.name} [{self.kind}] {ops}"
-
-
-def _is_inlined(v: Value) -> bool:
-    """True when consumers recompute `v` inside their own loops instead of reading memory."""
-    op = v.producer
-    if op is None:
-        return False
-    if op.name == "constant":
-        return is_splat(op.attrs["value"])
-    return op.name in INLINE_OPS
 
 
 def is_splat(arr) -> bool:
@@ -53,54 +63,258 @@ def is_splat(arr) -> bool:
     return bool((rows == rows[0]).all())
 
 
-def _kind(op: Op) -> str:
-    if op.name == "dot_general":
-        return "dot"
+def is_free(op: Op) -> bool:
+    """Recomputed inside every consumer; never a kernel or a buffer of its own."""
+    return op.name in FREE_OPS or (op.name == "constant" and is_splat(op.attrs["value"]))
+
+
+def is_duplicable(op: Op) -> bool:
+    """Pulled into every kernel that reads it: free ops and broadcasts (index arithmetic)."""
+    return is_free(op) or op.name == "broadcast_in_dim"
+
+
+def _numel(v: Value) -> symbolic.Dim:
+    return v.num_elements()
+
+
+def _same(a, b) -> bool:
+    return symbolic.prove_eq(a, b) is True
+
+
+def _row_reduce_rank(op: Op) -> int | None:
+    """For a reduce over the trailing dims of its input: how many leading dims it keeps."""
+    if op.name != "reduce" or len(op.results) != 1:
+        return None
+    dims = tuple(sorted(op.attrs["dimensions"]))
+    x = op.operands[0]
+    k = x.rank - len(dims)
+    return k if dims == tuple(range(k, x.rank)) and len(dims) > 0 else None
+
+
+class _Group:
+    def __init__(self, root: Op):
+        self.root = root
+        self.ops: list[Op] = [root]
+        self.expanded: dict[int, bool] = {id(root): False}
+        self.row_rank: int | None = None
+        if root.name == "reduce":
+            self.full = root.operands[0].shape
+            self.row_rank = _row_reduce_rank(root)
+        else:
+            self.full = root.results[0].shape if root.results else ()
+
+    @property
+    def kind(self) -> str:
+        name = self.root.name
+        if name in ("dot_general", "concatenate"):
+            return {"dot_general": "dot", "concatenate": "concat"}[name]
+        if any(op.name == "reduce" for op in self.ops):
+            return "stitch" if self.row_rank is not None else "reduce"
+        return "loop"
+
+    def row_numel(self):
+        if self.row_rank is None:
+            return None
+        n: symbolic.Dim = 1
+        for d in self.full[:self.row_rank]:
+            n = n * d
+        return n
+
+
+def _effective_users(v: Value, users: dict[int, list[Op]], expanding: bool = False
+                     ) -> list[tuple[Op, bool]]:
+    """Consumers of v, looking through broadcasts; each with whether the path expands v."""
+    out = []
+    for u in users.get(v.id, []):
+        if u.name == "broadcast_in_dim":
+            grows = not _same(_numel(u.results[0]), _numel(v))
+            out += _effective_users(u.results[0], users, expanding or grows)
+        else:
+            out.append((u, expanding))
+    return out
+
+
+def _assign(prog: Program, forced: set[int]) -> list[_Group]:
+    users: dict[int, list[Op]] = {}
+    for op in prog.body.ops:
+        for v in op.operands:
+            users.setdefault(v.id, []).append(op)
+    results = {v.id for v in prog.body.results}
+    group_of: dict[int, _Group] = {}
+    groups: list[_Group] = []
+    for op in reversed(prog.body.ops):
+        if op.name == "constant" or not op.results:
+            continue
+        v = op.results[0]
+        if is_duplicable(op) and v.id not in results:
+            continue
+        target = None
+        if len(op.results) == 1 and v.id not in results and id(op) not in forced:
+            eff = _effective_users(v, users)
+            ugroups = {id(group_of[id(u)]): group_of[id(u)] for u, _ in eff if id(u) in group_of}
+            if len(ugroups) == 1 and all(id(u) in group_of for u, _ in eff):
+                g = next(iter(ugroups.values()))
+                if _can_absorb(g, op, eff):
+                    target = g
+        if target is None:
+            target = _Group(op)
+            groups.append(target)
+        else:
+            target.ops.append(op)
+            if op.name == "reduce":
+                target.row_rank = _row_reduce_rank(op)
+        group_of[id(op)] = target
+    for g in groups:
+        g.ops.reverse()   # program order, root last
+    return groups[::-1]
+
+
+def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
+    if g.root.name == "dot_general" or any(u.name == "dot_general" for u, _ in eff_users):
+        return False
+    if op.name in ("dot_general", "concatenate"):
+        return False
+    v = op.results[0]
     if op.name == "reduce":
-        return "reduce"
-    if op.name == "concatenate":
-        return "concat"
-    return "loop"
+        k = _row_reduce_rank(op)
+        if k is None or g.root.name == "concatenate":
+            return False
+        if g.row_rank is not None and g.row_rank != k:
+            return False
+        x = op.operands[0]
+        if x.rank != len(g.full) or not all(_same(a, b) for a, b in zip(x.shape, g.full)):
+            return False
+        g.expanded[id(op)] = False
+        return True
+    if op.name not in LOOP_OPS:
+        return False
+    expanded = any(g.expanded.get(id(u), True) or grows or not _reads_whole(u, v)
+                   for u, grows in eff_users)
+    j = _row_prefix(v, g.full)
+    row_level = j is not None and (g.row_rank == j or g.row_rank is None
+                                   and g.root.name != "reduce")
+    if expanded and op.name in EXPENSIVE and not row_level:
+        return False
+    if expanded and op.name in EXPENSIVE and g.row_rank is None and g.root.name != "reduce":
+        g.row_rank = j     # a per-row value (e.g. 1/sqrt(var)): rows are the leading j dims
+    g.expanded[id(op)] = expanded and not row_level
+    return True
+
+
+def _row_prefix(v: Value, full) -> int | None:
+    """j when v's shape is full[:j] followed by 1s (one value per row of the leading j dims)."""
+    j = v.rank
+    while j > 0 and v.shape[j - 1] == 1:
+        j -= 1
+    if j == 0 or j >= len(full) or not all(_same(a, b) for a, b in zip(v.shape[:j], full)):
+        return None
+    return j
+
+
+def _reads_whole(user: Op, v: Value) -> bool:
+    """The user reads each element of v about once (no broadcast expansion)."""
+    if user.name == "reduce":
+        return True
+    return _same(_numel(user.results[0]), _numel(v))
+
+
+def _validate(g: _Group, order: dict[int, int]) -> set[int]:
+    """Reduces of a stitch group that break its row structure (empty when valid)."""
+    if g.kind != "stitch":
+        return set()
+    ops = sorted(_free_producers(g.ops) + g.ops, key=lambda o: order[id(o)])
+    k, full = g.row_rank, g.full
+    row_n = g.row_numel()
+    inside = {r.id: op for op in ops for r in op.results}
+    deps: dict[int, set[int]] = {}   # value id -> in-group reduces it depends on
+    bad: set[int] = set()
+    for op in ops:
+        dep = set()
+        for x in op.operands:
+            dep |= deps.get(x.id, set())
+        if op.name == "reduce":
+            deps[op.results[0].id] = dep | {id(op)}
+            if not all(_same(a, b) for a, b in zip(op.operands[0].shape, full)):
+                bad |= deps[op.results[0].id]
+            continue
+        r = op.results[0]
+        deps[r.id] = dep
+        if not dep:
+            continue
+        is_full = r.rank == len(full) and all(_same(a, b) for a, b in zip(r.shape, full))
+        is_row = _same(_numel(r), row_n)
+        ok = is_full or is_row
+        if op.name == "broadcast_in_dim" and ok:
+            x = op.operands[0]
+            if x.id in inside and deps.get(x.id):
+                dims = op.attrs["broadcast_dimensions"]
+                ok = _same(_numel(x), row_n) and tuple(dims[:k]) == tuple(range(k)) and all(
+                    x.shape[j] == 1 for j in range(k, x.rank))
+        elif op.name in ("transpose", "slice", "concatenate") and not is_row:
+            ok = False
+        elif op.name == "reshape" and not is_row:
+            ok = False
+        if not ok:
+            bad |= dep
+    return bad
 
 
 def plan_kernels(prog: Program) -> Program:
     """Pass: group ops into kernels (`prog.kernels`) and decide what is materialised."""
+    forced: set[int] = set()
+    order = {id(op): i for i, op in enumerate(prog.body.ops)}
+    while True:
+        groups = _assign(prog, forced)
+        bad = set().union(*(_validate(g, order) for g in groups)) if groups else set()
+        if not bad:
+            break
+        forced |= bad
     kernels: list[Kernel] = []
-    results = {v.id for v in prog.body.results}
-    for op in prog.body.ops:
-        if not op.results:
-            continue
-        inlined = all(_is_inlined(r) for r in op.results) and not any(
-            r.id in results for r in op.results)
-        if inlined:
-            continue
-        if op.name == "constant" and not _is_inlined(op.result):
-            continue   # a static array in the generated C: a buffer with no kernel
-        if op.name == "reshape" and not _is_inlined(op.operands[0]):
-            kind, ops = "alias", [op]   # same bytes, new shape: no kernel runs
-        else:
-            kind = _kind(op)
-            ops = _inlined_producers(op) + [op]
-        inputs = _inputs_of(ops)
-        name = f"jd_k{len(kernels)}_{op.name}"
-        kernels.append(Kernel(name, kind, ops, list(op.results), inputs))
+    for g in groups:
+        root = g.root
+        kind = g.kind
+        ops = sorted(_free_producers(g.ops) + g.ops, key=lambda o: order[id(o)])
+        if kind == "loop" and root.name == "reshape" and len(g.ops) == 1 and not _free_value(
+                root.operands[0]):
+            kind = "alias"   # same bytes, new shape: no kernel runs
+        name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(g.ops))}"
+        kernels.append(Kernel(name, kind, ops, list(root.results), _inputs_of(ops),
+                              g.row_rank or 0))
     prog.kernels = kernels
     return prog
 
 
-def _inlined_producers(op: Op) -> list[Op]:
-    """Inlined ops that `op` reads, transitively, in program order."""
+def _free_value(v: Value) -> bool:
+    return v.producer is not None and is_duplicable(v.producer)
+
+
+def _name_parts(ops: list[Op]) -> list[str]:
+    parts: list[str] = []
+    for op in ops:
+        if op.name in ("broadcast_in_dim", "reshape", "convert", "constant") and len(ops) > 1:
+            continue
+        if op.name not in parts:
+            parts.append(op.name)
+    return parts[:4] or [ops[-1].name]
+
+
+def _free_producers(ops: list[Op]) -> list[Op]:
+    """Duplicable ops (splat constants, iota, dim values, broadcasts) the group reads,
+    transitively, in program order."""
+    inside = {id(op) for op in ops}
     seen: dict[int, Op] = {}
 
     def visit(v: Value):
         p = v.producer
-        if p is not None and _is_inlined(v) and id(p) not in seen:
-            for x in p.operands:
-                visit(x)
-            seen[id(p)] = p
+        if p is None or id(p) in inside or id(p) in seen or not is_duplicable(p):
+            return
+        for x in p.operands:
+            visit(x)
+        seen[id(p)] = p
 
-    for v in op.operands:
-        visit(v)
+    for op in ops:
+        for v in op.operands:
+            visit(v)
     return list(seen.values())
 
 

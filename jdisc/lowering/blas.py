@@ -53,12 +53,12 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     w(f"const int64_t gemm_nb = {dim(_prod(lay.batch))};")
     w(f"const int64_t gemm_m = {dim(_prod(lay.m))}, gemm_n = {dim(_prod(lay.n))}, "
       f"gemm_k = {dim(_prod(lay.k))};")
-    w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return;")
+    w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return 0;")
     t = ctype(out.dtype)
     if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
-            w("return;")
+            w("return 0;")
         lda = "gemm_m" if lay.trans_a else "gemm_k"
         ldb = "gemm_k" if lay.trans_b else "gemm_n"
         ta = "CblasTrans" if lay.trans_a else "CblasNoTrans"

@@ -17,7 +17,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, Value, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, launcher
+from jdisc.lowering import blas, launcher, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars
@@ -89,7 +89,7 @@ def generate(prog: Program) -> CProgram:
         head(f"#include <{inc}>")
     head()
     source = (head.text() + symbolic.C_PRELUDE + "\n" + c_prelude() + "\n"
-              + launcher.ERROR_HELPER + "\n" + text)
+              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + text)
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in prog.kernels))
 
@@ -138,13 +138,20 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
     params, inputs, outs = _kernel_params(k)
     w(f"/* {k.name}: {k.kind} kernel")
     for op in k.ops:
-        w(f" *   stablehlo.{op.name} at {op.loc}")
+        if op.name != "constant":
+            w(f" *   stablehlo.{op.name} at {op.loc}")
     w(" */")
-    with w.block(f"static void {k.name}({', '.join(params)})"):
+    with w.block(f"static int {k.name}({', '.join(params)})"):
         if k.kind == "dot":
             blas.emit_dot(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
+        elif k.kind == "stitch":
+            stitch.emit_stitch(w, k, inputs, outs, dim_c)
+            return k.name
+        elif k.kind == "loop":
+            stitch.emit_loop(w, k, inputs, outs, dim_c)
         else:
             emit_kernel(w, k, inputs, outs, dim_c)
+        w("return 0;")
     w()
     return k.name
 
@@ -191,7 +198,9 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                         w("goto done;")
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
-            w(f"{k.name}({', '.join(args)});")
+            with w.block(f"if ({k.name}({', '.join(args)}))"):
+                w(f"status = jd_error(err, errlen, \"out of memory in kernel {k.name}\");")
+                w("goto done;")
             for name, v in owned:
                 if last_use.get(_root(prog, v).id) == idx:
                     w(f"free({name}); {name} = NULL;")

@@ -45,6 +45,13 @@ class _Renderer:
         self.dim = dim                # symbolic dim -> C expression
         self.scopes: list[dict] = [{}]
         self.count = 0
+        # stitch kernels: reduce results as row scalars, values computed once per row, and
+        # values kept in a per-row buffer (read at column index `col`)
+        self.accs: dict[int, str] = {}
+        self.row_values: set[int] = set()
+        self.row_idx: Index = ()
+        self.cached: dict[int, str] = {}
+        self.col = "0"
 
     # scopes follow C blocks: a temp defined in an inner loop is not visible after it
     def push(self):
@@ -81,6 +88,21 @@ class _Renderer:
 
     # -- values at an index -----------------------------------------------------------------
     def load(self, v: Value, idx: Index) -> str:
+        if v.id in self.accs:
+            return self.accs[v.id]
+        if v.id in self.cached:
+            return f"{self.cached[v.id]}[{self.col}]"
+        if v.id in self.row_values:
+            found = self._lookup((v.id, "row"))
+            if found is not None:
+                return found
+            canon = self.row_idx + ("0",) * (v.rank - len(self.row_idx))
+            name = self._render(v, canon)
+            self.scopes[-1][(v.id, "row")] = name
+            return name
+        return self._render(v, idx)
+
+    def _render(self, v: Value, idx: Index) -> str:
         if v.id in self.inputs:
             return self.temp((v.id, idx), ctype(v.dtype),
                              f"{self.inputs[v.id]}[{self.linear(idx, v.shape)}]")

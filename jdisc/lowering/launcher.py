@@ -42,6 +42,12 @@ static int jd_error(char *err, int64_t n, const char *fmt, ...) {
 }
 """
 
+THREADS = """\
+/* threads for parallel kernels; set once by the runtime (JDISC_NUM_THREADS / OMP_NUM_THREADS) */
+static int jd_num_threads = 1;
+void jd_set_num_threads(int n) { jd_num_threads = n > 0 ? n : 1; }
+"""
+
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 

@@ -1,0 +1,242 @@
+"""C for row-parallel kernels: fused loops, and stitch kernels (reductions reused in-row).
+
+Both iterate a flattened row index in parallel (OpenMP, above a work threshold) and a column
+loop inside it. A stitch kernel runs its columns in *phases*: phase p computes the reductions
+whose input needs only reductions of earlier phases, stores values that later phases need in a
+per-thread row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
+are computed once per row between phases. Reductions split their column loop into `LANES`
+independent accumulators so the loop vectorises, then combine the lanes in a fixed order.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.fusion import Kernel, is_duplicable
+from jdisc.dynamic_passes.ir import Op, Value
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.lowering.cdtype import ctype
+from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.kernels import _COMBINE, _Renderer
+
+LANES = 16
+PARALLEL_MIN_WORK = 1 << 15     # elements; below this a kernel runs on one thread
+_INDEX_OPS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "convert"})
+
+
+def _prod(dims) -> Dim:
+    n: Dim = 1
+    for d in dims:
+        n = n * d
+    return n
+
+
+def _open_rows(w: CWriter, r: _Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
+    """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
+    w(f"const int64_t n_rows = {dim(_prod(rows_dims))}, n_cols = {cols};")
+    w("#pragma omp parallel for schedule(static) num_threads(jd_num_threads) "
+      f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
+    w("for (int64_t row = 0; row < n_rows; row++) {")
+    w.level += 1
+    names, rest = [], "row"
+    for k in range(len(rows_dims) - 1, -1, -1):
+        d = dim(rows_dims[k])
+        names.append(f"i{k}")
+        if k == 0:
+            w(f"const int64_t i0 = {rest};")
+        else:
+            w(f"const int64_t i{k} = {rest} % {d};")
+            rest = f"({rest} / {d})"
+    return tuple(reversed(names))
+
+
+def _close(w: CWriter) -> None:
+    w.level -= 1
+    w("}")
+
+
+def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
+    """Per-dimension column indices from the flat column index `col`."""
+    if len(cols_dims) == 1:
+        return (col,)
+    names, rest = [], col
+    for k in range(len(cols_dims) - 1, -1, -1):
+        name = f"c{k}_{col}"
+        w(f"const int64_t {name} = {rest}{'' if k == 0 else f' % {dim(cols_dims[k])}'};")
+        rest = f"({rest} / {dim(cols_dims[k])})"
+        names.append(name)
+    return tuple(reversed(names))
+
+
+def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
+              dim: Callable[[Dim], str]) -> None:
+    """An elementwise kernel: parallel over all but the last dim, contiguous last dim."""
+    r = _Renderer(w, inputs, dim)
+    out = kernel.outputs[0]
+    if out.rank == 0:
+        w(f"{outputs[0]}[0] = {r.load(out, ())};")
+        return
+    rows_dims, last = out.shape[:-1], out.shape[-1]
+    row_idx = _open_rows(w, r, rows_dims, dim(last), dim)
+    w("for (int64_t c = 0; c < n_cols; c++) {")
+    w.level += 1
+    r.push()
+    idx = row_idx + ("c",)
+    w(f"{outputs[0]}[row * n_cols + c] = {r.load(out, idx)};")
+    r.pop()
+    _close(w)
+    _close(w)
+
+
+def _levels(ops: list[Op]) -> dict[int, int]:
+    """Value id -> phase in which it can first be computed (reductions add one)."""
+    level: dict[int, int] = {}
+    for op in ops:
+        base = max((level.get(x.id, 0) for x in op.operands), default=0)
+        for res in op.results:
+            level[res.id] = base + 1 if op.name == "reduce" else base
+    return level
+
+
+def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
+                dim: Callable[[Dim], str]) -> None:
+    """Reductions over the trailing dims, their producers and their consumers, per row."""
+    k = kernel.row_rank
+    reduces = [op for op in kernel.ops if op.name == "reduce"]
+    full = reduces[0].operands[0].shape
+    rows_dims, cols_dims = full[:k], full[k:]
+    n_rows = _prod(rows_dims)
+    level = _levels(kernel.ops)
+    root, out = kernel.root, kernel.outputs[0]
+    inside = {res.id for op in kernel.ops for res in op.results}
+
+    def is_row(v: Value) -> bool:
+        return symbolic.prove_eq(v.num_elements(), n_rows) is True and v.rank >= k and all(
+            symbolic.prove_eq(a, b) is True for a, b in zip(v.shape[:k], rows_dims)) and all(
+            d == 1 for d in v.shape[k:])
+
+    r = _Renderer(w, inputs, dim)
+    r.row_values = {v.id for op in kernel.ops if op.name != "reduce" for v in op.results
+                    if is_row(v)}
+    # full-shape values read by a later phase are kept in a row buffer
+    later_reads: set[int] = set()
+    for op in kernel.ops:
+        for x in op.operands:
+            if x.id in inside and level.get(x.id, 0) < level[op.results[0].id] and \
+                    not is_duplicable(x.producer) and x.producer.name not in _INDEX_OPS \
+                    and x.id not in r.row_values and x.producer.name != "reduce":
+                later_reads.add(x.id)
+    cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
+    buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
+    cols = dim(_prod(cols_dims))
+    w("int jd_failed = 0;")
+    w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
+    w("#pragma omp parallel num_threads(jd_num_threads) "
+      f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
+    w("{")
+    w.level += 1
+    for v in cached:
+        w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
+          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols + 1);")
+    if cached:
+        with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
+            w("#pragma omp atomic write")
+            w("jd_failed = 1;")
+    w("#pragma omp for schedule(static)")
+    w("for (int64_t row = 0; row < n_rows; row++) {")
+    w.level += 1
+    if cached:
+        w("if (jd_failed) continue;")
+    names, rest = [], "row"
+    for j in range(k - 1, -1, -1):
+        d = dim(rows_dims[j])
+        w(f"const int64_t i{j} = {rest}{'' if j == 0 else f' % {d}'};")
+        rest = f"({rest} / {d})"
+        names.append(f"i{j}")
+    r.row_idx = tuple(reversed(names))
+    r.push()
+    n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
+    final = level.get(out.id, 0)
+    out_is_row = root.name == "reduce" or out.id in r.row_values
+    acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
+    for p in range(max(n_phases, final + 1)):
+        _hoist_row_values(r, kernel, level, p)
+        phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
+        phase_cached = [v for v in cached if level[v.id] == p]
+        writes_out = not out_is_row and final == p
+        if phase_reduces or phase_cached or writes_out:
+            _emit_phase(w, r, phase_reduces, acc_names, phase_cached, buffers,
+                        (out, outputs[0]) if writes_out else None, cols_dims, dim)
+        for v in phase_cached:
+            r.cached[v.id] = buffers[v.id]
+    if out_is_row:
+        w(f"{outputs[0]}[row] = {r.load(out, ())};")
+    r.pop()
+    _close(w)
+    for v in cached:
+        w(f"free({buffers[v.id]});")
+    _close(w)
+    w("return jd_failed;")
+
+
+def _hoist_row_values(r: _Renderer, kernel: Kernel, level: dict[int, int], p: int) -> None:
+    """Compute, at row scope, the per-row values that phase p can already use."""
+    for op in kernel.ops:
+        for v in op.results:
+            if v.id in r.row_values and level[v.id] <= p:
+                r.load(v, ())
+
+
+def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int, str],
+                cached: list[Value], buffers: dict[int, str],
+                output: tuple[Value, str] | None, cols_dims, dim) -> None:
+    """One pass over the row's columns: reductions, row-buffer stores and/or the output."""
+
+    def body(col: str, lane: str | None) -> None:
+        r.push()
+        r.col = col
+        idx = r.row_idx + _column_index(w, col, cols_dims, dim)
+        for v in cached:
+            w(f"{buffers[v.id]}[{col}] = {r.load(v, idx)};")
+        for op in reduces:
+            slot = f"{acc_names[op.results[0].id]}_l[{lane or 0}]"
+            val = r.load(op.operands[0], idx)
+            w(f"{slot} = {_COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
+        if output is not None:
+            v, name = output
+            w(f"{name}[row * n_cols + {col}] = {r.load(v, idx)};")
+        r.pop()
+
+    for op in reduces:
+        w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]};")
+    w("{")
+    w.level += 1
+    for op in reduces:
+        acc = acc_names[op.results[0].id]
+        w(f"{ctype(op.results[0].dtype)} {acc}_l[{LANES}];")
+        w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {r.load(op.operands[1], ())};")
+    if reduces:
+        w("int64_t c = 0;")
+        w(f"for (; c + {LANES} <= n_cols; c += {LANES}) {{")
+        w.level += 1
+        w(f"for (int64_t l = 0; l < {LANES}; l++) {{")
+        w.level += 1
+        w("const int64_t cc = c + l;")
+        body("cc", "l")
+        _close(w)
+        _close(w)
+        w("for (; c < n_cols; c++) {")
+    else:
+        w("for (int64_t c = 0; c < n_cols; c++) {")
+    w.level += 1
+    body("c", None)
+    _close(w)
+    for op in reduces:
+        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+        w(f"{acc} = {acc}_l[0];")
+        w(f"for (int l = 1; l < {LANES}; l++) {acc} = "
+          f"{_COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
+    _close(w)
+    for op in reduces:
+        r.accs[op.results[0].id] = acc_names[op.results[0].id]
