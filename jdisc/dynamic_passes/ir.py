@@ -150,6 +150,7 @@ class Program:
     outputs: list[ArgSpec]
     checks: list[Check] = dataclasses.field(default_factory=list)
     kernels: list = dataclasses.field(default_factory=list)   # set by fusion.plan_kernels
+    memory: object = None                                     # set by memory_plan.plan_memory
     # dimension variables the launcher computes from others: (name, shape_prop.HostValue)
     derived: list = dataclasses.field(default_factory=list)
 
@@ -206,4 +207,6 @@ def format_program(prog: Program) -> str:
     out.extend(format_block(prog.body))
     for k in prog.kernels:
         out.append(f"  kernel {k.describe()}")
+    if prog.memory is not None:
+        out.extend(f"  memory {line}" for line in prog.memory.describe())
     return "\n".join(out) + "\n"

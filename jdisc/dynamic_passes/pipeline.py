@@ -15,6 +15,7 @@ from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_d
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
 from jdisc.dynamic_passes.ir import Program, format_program
+from jdisc.dynamic_passes.memory_plan import plan_memory
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
 from jdisc.dynamic_passes.verify import verify
@@ -28,7 +29,8 @@ PASSES: list[Pass] = [
     materialize_dim_values,   # dimension sizes used as data -> dim_constant
     eliminate_dead_code,
     canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
-    plan_kernels,             # kernels and materialised buffers
+    plan_kernels,             # fusion: kernels and materialised buffers
+    plan_memory,              # one arena per call; buffers reuse slots they provably fit
 ]
 
 

@@ -84,6 +84,7 @@ def generate(prog: Program) -> CProgram:
     for spec in prog.outputs:
         head(f" *   out {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
     head(" */")
+    head("#define _POSIX_C_SOURCE 200112L   /* posix_memalign */")
     for inc in ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h",
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
@@ -172,65 +173,39 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             if v.id in writers and v.id not in direct:
                 direct[v.id] = i
                 buffers[v.id] = f"(({ctype(v.dtype)} *)outs[{i}])"
-        # intermediates: allocated before their kernel, freed after their last reader
-        last_use = _last_uses(prog)
-        owned = []
+        # intermediates live in one arena per call, at offsets from the memory plan
+        plan = prog.memory
+        slots = {s.index: s for s in plan.slots}
+        arena = plan.arena_bytes
+        w("int status = 0;")
+        w(f"char *arena = NULL;")
+        if not (isinstance(arena, int) and arena == 0):
+            w(f"const size_t arena_bytes = (size_t)({dim_c(arena)});")
+            with w.block("if (posix_memalign((void **)&arena, 64, arena_bytes + 64) != 0)"):
+                w("arena = NULL;")
+                w("status = jd_error(err, errlen, \"out of memory for the %zu-byte arena\", "
+                  "arena_bytes);")
+                w("goto done;")
         for k in prog.kernels:
             for v in k.outputs:
                 if k.kind != "alias" and v.id not in direct:
-                    name = f"buf{number[v.id]}"
-                    buffers[v.id] = name
-                    owned.append((name, v))
-        for name, v in owned:
-            w(f"{ctype(v.dtype)} *{name} = NULL;")
-        w("int status = 0;")
+                    slot = slots[plan.assignment[v.id]]
+                    buffers[v.id] = f"(({ctype(v.dtype)} *)(arena + {dim_c(slot.offset)}))"
         for idx, k in enumerate(prog.kernels):
             if k.kind == "alias":
                 buffers[k.outputs[0].id] = buffers[k.root.operands[0].id]
                 continue
-            for v in k.outputs:
-                if v.id not in direct:
-                    name = buffers[v.id]
-                    w(f"{name} = ({ctype(v.dtype)} *)malloc({launcher.buffer_bytes(v, dim_c)} + 1);")
-                    with w.block(f"if (!{name})"):
-                        w(f"status = jd_error(err, errlen, \"out of memory for %zu bytes "
-                          f"(kernel {k.name})\", {launcher.buffer_bytes(v, dim_c)});")
-                        w("goto done;")
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
             with w.block(f"if ({k.name}({', '.join(args)}))"):
                 w(f"status = jd_error(err, errlen, \"out of memory in kernel {k.name}\");")
                 w("goto done;")
-            for name, v in owned:
-                if last_use.get(_root(prog, v).id) == idx:
-                    w(f"free({name}); {name} = NULL;")
         for i, v in enumerate(results):
             if direct.get(v.id) != i:
                 w(f"memcpy(outs[{i}], {buffers[v.id]}, {launcher.buffer_bytes(v, dim_c)});")
         w("done:")
-        for name, _ in owned:
-            w(f"free({name});")
+        w("free(arena);")
         w("return status;")
-
-
-def _root(prog: Program, v: Value) -> Value:
-    """The value whose buffer `v` shares (through reshape aliases)."""
-    while v.producer is not None and v.producer.name == "reshape" and any(
-            k.kind == "alias" and k.root is v.producer for k in prog.kernels):
-        v = v.producer.operands[0]
-    return v
-
-
-def _last_uses(prog: Program) -> dict[int, int]:
-    """Root buffer id -> index of the last kernel reading it (results live to the end)."""
-    last: dict[int, int] = {}
-    end = len(prog.kernels)
-    for idx, k in enumerate(prog.kernels):
-        for v in k.inputs:
-            last[_root(prog, v).id] = idx
-    for v in prog.body.results:
-        last[_root(prog, v).id] = end
-    return last
 
 
 def dump_text(prog: Program) -> str:
