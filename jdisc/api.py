@@ -29,8 +29,10 @@ from jdisc.lowering.codegen import CProgram, generate
 class Compiled:
     """One compiled program for one static signature (dtypes, ranks, static dims)."""
 
-    def __init__(self, exported: ExportedFunction, executable: runtime.Executable, in_tree: Any):
+    def __init__(self, exported: ExportedFunction, executable: runtime.Executable, in_tree: Any,
+                 program: Any = None):
         self.exported = exported
+        self.program = program
         self.in_tree = in_tree
         self.executable = executable
         self.leaves = exported.leaves
@@ -96,7 +98,7 @@ def _describe(spec) -> str:
     return "(" + ", ".join(spec.axes.get(i, str(d)) for i, d in enumerate(spec.shape)) + ")"
 
 
-def compile_exported(exported: ExportedFunction) -> tuple[CProgram, runtime.Executable]:
+def compile_exported(exported: ExportedFunction):
     """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
     kept_leaves = [exported.leaves[i] for i in exported.kept_inputs]
     in_shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
@@ -106,7 +108,7 @@ def compile_exported(exported: ExportedFunction) -> tuple[CProgram, runtime.Exec
                                    input_shapes=in_shapes, output_names=exported.out_names)
     cprog = generate(prog)
     dump("kernels.c", cprog.source, prog.name)
-    return cprog, runtime.load(cprog)
+    return prog, cprog, runtime.load(cprog)
 
 
 class JdiscFunction:
@@ -219,11 +221,11 @@ class JdiscFunction:
         leaves, in_tree = leaf_specs(dynamic, entries, dyn_names)
         check_shared_names(leaves)
         exported = export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
-        cprog, executable = compile_exported(exported)
+        prog, cprog, executable = compile_exported(exported)
         self._stats["compiles"] += 1
         self._stats["cache_hits"] += int(executable.library.cache_hit)
         self._stats["compile_seconds"] += time.perf_counter() - t0
-        return Compiled(exported, executable, in_tree)
+        return Compiled(exported, executable, in_tree, prog)
 
     def _entry(self, args: tuple, kwargs: dict) -> tuple[Compiled, list]:
         dynamic, names, key, fun = self._split_args(args, kwargs)
@@ -249,6 +251,12 @@ class JdiscFunction:
         outs = entry.call_flat(flat)
         self._stats["calls"] += 1
         return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
+
+    def explain(self, *args, **kwargs) -> str:
+        """What jdisc made of the function for arguments like these: each kernel (name, kind,
+        fused StableHLO ops with source lines), the run-time checks, and the memory plan."""
+        from jdisc.explain import explain_program
+        return explain_program(self.compiled_for(*args, **kwargs).program)
 
     def stats(self) -> dict:
         return dict(self._stats)

@@ -81,4 +81,7 @@ def num_threads() -> int:
 
 
 def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
+    # Kernels share the cores with OpenBLAS's threads: OpenMP threads that spin while idle
+    # would steal them. Read by libgomp when the first jdisc library loads it.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return Executable(cprog, build(cprog.source, sanitize=sanitize))

@@ -24,11 +24,17 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.shape_prop import HostValue, Pred
 from jdisc.dynamic_passes.symbolic import Dim, Expr
 
 _INF = math.inf
 _BUILDERS = {"floordiv": symbolic.floordiv, "mod": symbolic.mod, "max": symbolic.dmax,
              "min": symbolic.dmin}
+_PROVE = {"==": "prove_eq", ">=": "prove_ge", ">": "prove_gt", "<=": "prove_le", "<": "prove_lt"}
+_HOST_ARITH = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+               "negate": operator.neg}
+_HOST_SIZE_OPS = {"maximum": symbolic.dmax, "minimum": symbolic.dmin,
+                  "divide": symbolic.floordiv, "remainder": symbolic.mod}
 
 
 def _as_dim(x) -> Dim:
@@ -107,10 +113,8 @@ class ShapeConstraints:
             return
         if cmp == "==":
             self.add_equal(lhs, rhs)
-        elif cmp in (">=", ">", "<=", "<"):
-            lo = {">=": 0, ">": 1}.get(cmp)
-            hi = {"<=": 0, "<": -1}.get(cmp)
-            self.add_bound(_as_dim(lhs) - _as_dim(rhs), lo, hi)
+        elif cmp in (">=", ">", "<=", "<"):         # lhs - rhs in [lo, hi]
+            self.add_bound(lhs - rhs, {">=": 0, ">": 1}.get(cmp), {"<=": 0, "<": -1}.get(cmp))
 
     def add_equal(self, a: Dim, b: Dim) -> None:
         self._equate(self.canonical(_as_dim(a) - _as_dim(b)))
@@ -366,14 +370,12 @@ def _define(sc: ShapeConstraints, name: str, h) -> bool:
 
 
 def _host_dim(sc: ShapeConstraints, x) -> Dim | None:
-    from jdisc.dynamic_passes.shape_prop import HostValue, Pred
-    if isinstance(x, bool):
-        return int(x)
-    if isinstance(x, (int, Expr)):
-        return sc.canonical(x)
-    if isinstance(x, Pred):
+    """The Dim a host computation (a HostValue tree) equals under the facts, or None."""
+    if isinstance(x, (bool, Pred)):
         p = _decide(sc, x)
         return None if p is None else int(p)
+    if isinstance(x, (int, Expr)):
+        return sc.canonical(x)
     if not isinstance(x, HostValue):
         return None
     if x.op == "select":
@@ -385,38 +387,26 @@ def _host_dim(sc: ShapeConstraints, x) -> Dim | None:
     args = [_host_dim(sc, a) for a in x.args]
     if any(a is None for a in args):
         return None
-    if x.op in ("add", "subtract", "multiply", "negate"):
-        a = args[0]
-        return {"add": lambda: a + args[1], "subtract": lambda: a - args[1],
-                "multiply": lambda: a * args[1], "negate": lambda: -a}[x.op]()
+    a = args[0]
+    if x.op in _HOST_ARITH:
+        return _HOST_ARITH[x.op](*args)
     if x.op == "sign":
-        a = args[0]
-        for value, proven in ((1, sc.prove_gt(a, 0)), (0, sc.prove_eq(a, 0)),
-                              (-1, sc.prove_lt(a, 0))):
-            if proven:
-                return value
-        return None
+        return 1 if sc.prove_gt(a, 0) else 0 if sc.prove_eq(a, 0) else \
+            -1 if sc.prove_lt(a, 0) else None
     if x.op == "abs":
-        a = args[0]
         return a if sc.prove_ge(a, 0) else -a if sc.prove_le(a, 0) else None
-    if any(symbolic.variables(a) & sc._signed for a in args):
-        return None      # symbolic's floordiv/max folding assumes variables >= 0
-    a, b = args
-    if x.op in ("maximum", "minimum"):
-        return (symbolic.dmax if x.op == "maximum" else symbolic.dmin)(a, b)
-    if x.op in ("divide", "remainder") and sc.prove_ge(a, 0) and sc.prove_gt(b, 0):
-        return (symbolic.floordiv if x.op == "divide" else symbolic.mod)(a, b)
-    return None            # truncating division of a value that may be negative, ...
+    if x.op in _HOST_SIZE_OPS and not any(symbolic.variables(v) & sc._signed for v in args) \
+            and (x.op in ("maximum", "minimum") or (sc.prove_ge(a, 0) and sc.prove_gt(args[1], 0))):
+        return _HOST_SIZE_OPS[x.op](*args)     # floor semantics agree with C's for a >= 0, b > 0
+    return None
 
 
 def _decide(sc: ShapeConstraints, p) -> bool | None:
-    from jdisc.dynamic_passes.shape_prop import Pred
+    """A host predicate (or an integer used as one: non-zero) decided under the facts."""
     if isinstance(p, bool):
         return p
     if not isinstance(p, Pred):
-        v = _host_dim(sc, p)                  # an integer used as a condition: non-zero
-        eq = None if v is None else sc.prove_eq(v, 0)
-        return None if eq is None else not eq
+        p = Pred("!=", p, 0)
     if p.cmp == "and":
         parts = [_decide(sc, q) for q in p.lhs]
         return False if False in parts else True if all(parts) else None
@@ -426,8 +416,7 @@ def _decide(sc: ShapeConstraints, p) -> bool | None:
     if p.cmp == "!=":
         eq = sc.prove_eq(lhs, rhs)
         return None if eq is None else not eq
-    return {"==": sc.prove_eq, ">=": sc.prove_ge, ">": sc.prove_gt, "<=": sc.prove_le,
-            "<": sc.prove_lt}[p.cmp](lhs, rhs)
+    return getattr(sc, _PROVE[p.cmp])(lhs, rhs)
 
 
 def analyze_constraints(prog):

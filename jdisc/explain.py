@@ -1,0 +1,39 @@
+"""A readable account of a compiled program: kernels, checks, memory (`JdiscFunction.explain`)."""
+
+from __future__ import annotations
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import Program
+
+
+def explain_program(prog: Program) -> str:
+    lines = [f"jdisc program '{prog.name}'"]
+    for spec in prog.inputs:
+        lines.append(f"  in   {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    for spec in prog.outputs:
+        lines.append(f"  out  {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    kinds: dict[str, int] = {}
+    for k in prog.kernels:
+        kinds[k.kind] = kinds.get(k.kind, 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    lines.append(f"kernels: {len(prog.kernels)} ({summary})")
+    for k in prog.kernels:
+        versions = getattr(k, "versions", ())
+        extra = f", versions: {'; '.join(versions)}" if versions else ""
+        lines.append(f"  {k.name}  [{k.kind}{extra}]")
+        for op in k.ops:
+            if op.name != "constant":
+                lines.append(f"      stablehlo.{op.name:24s} {op.loc}")
+    lines.append(f"checks at run time: {len(prog.checks)}")
+    for c in prog.checks:
+        lines.append(f"  {c.lhs} {c.cmp} {c.rhs}    ({c.message[:90]})")
+    for name, h in prog.derived:
+        lines.append(f"  host-computed {name}")
+    constraints = getattr(prog, "constraints", None)
+    if constraints is not None:
+        lines.append("constraints:")
+        lines.extend(f"  {fact}" for fact in constraints.describe())
+    if prog.memory is not None:
+        lines.append(f"peak intermediate memory: {prog.memory.arena_bytes} bytes")
+        lines.extend(f"  {line}" for line in prog.memory.describe())
+    return "\n".join(lines) + "\n"
