@@ -40,8 +40,11 @@ def size_limits(kernel: Kernel) -> list[Dim]:
     if op.results[0].dtype not in BLAS_GEMM:
         return []
     lay = layout(op)
-    m, n, k = _prod(lay.m), _prod(lay.n), _prod(lay.k)
-    return [m, n, k]
+    m, n, k, nb = _prod(lay.m), _prod(lay.n), _prod(lay.k), _prod(lay.batch)
+    limits = [m, n, k]
+    if lay.batch:   # batched calls also pass per-matrix strides and the count as blasint
+        limits += [m * k, k * n, m * n, nb]
+    return limits
 
 
 def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
@@ -63,11 +66,15 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
         ldb = "gemm_k" if lay.trans_b else "gemm_n"
         ta = "CblasTrans" if lay.trans_a else "CblasNoTrans"
         tb = "CblasTrans" if lay.trans_b else "CblasNoTrans"
-        with w.block("for (int64_t b = 0; b < gemm_nb; b++)"):
+        with w.block("if (gemm_nb == 1)"):
             w(f"{BLAS_GEMM[out.dtype]}(CblasRowMajor, {ta}, {tb}, (blasint)gemm_m, (blasint)gemm_n,"
-              f" (blasint)gemm_k, 1, {a} + b * gemm_m * gemm_k, (blasint){lda},"
-              f" {b} + b * gemm_k * gemm_n, (blasint){ldb}, 0, {output} + b * gemm_m * gemm_n,"
+              f" (blasint)gemm_k, 1, {a}, (blasint){lda}, {b}, (blasint){ldb}, 0, {output},"
               f" (blasint)gemm_n);")
+        with w.block("else"):   # one strided batched call, no loop of small GEMMs
+            w(f"{BLAS_GEMM[out.dtype]}_batch_strided(CblasRowMajor, {ta}, {tb}, (blasint)gemm_m,"
+              f" (blasint)gemm_n, (blasint)gemm_k, 1, {a}, (blasint){lda},"
+              f" (blasint)(gemm_m * gemm_k), {b}, (blasint){ldb}, (blasint)(gemm_k * gemm_n), 0,"
+              f" {output}, (blasint)gemm_n, (blasint)(gemm_m * gemm_n), (blasint)gemm_nb);")
         return
     # integer (or mixed) dtypes: a straightforward loop nest, accumulating in the result type
     ia = "(k * gemm_m + i)" if lay.trans_a else "(i * gemm_k + k)"
