@@ -9,7 +9,8 @@
 from jdisc.api import JdiscFunction, jit
 from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, RuntimeCheckError,
                           ShapeError, UnsupportedOpError)
+from jdisc.modules import StablehloFunction, compile_stablehlo
 from jdisc.version import __version__
 
-__all__ = ["jit", "JdiscFunction", "JdiscError", "ArgumentError", "DtypeError", "ShapeError",
+__all__ = ["jit", "JdiscFunction", "compile_stablehlo", "StablehloFunction", "JdiscError", "ArgumentError", "DtypeError", "ShapeError",
            "UnsupportedOpError", "CompileError", "RuntimeCheckError", "__version__"]

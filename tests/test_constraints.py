@@ -59,7 +59,7 @@ def test_jax_divisibility_and_bound_constraints():
     assert {"seq >= 16", "seq % 8 == 0"} <= set(sc.describe())
 
 
-def test_user_range_and_derived_values():
+def test_user_range_through_a_dynamic_slice():
     prog = to_ir(lambda x: jax.lax.slice(x, (0,), (x.shape[0] // 2,)), ({0: "N"},),
                  np.ones(8, np.float32), constraints=("N <= 100",))
     sc = ShapeConstraints.from_program(prog)

@@ -98,7 +98,13 @@ class ShapeConstraints:
             sc.add_check(c.lhs, c.cmp, c.rhs)
         pending = list(prog.derived)
         while pending:      # a definition may become expressible once others are known
-            left = [(name, h) for name, h in pending if not _define(sc, name, h)]
+            left = []
+            for name, h in pending:
+                d = _host_dim(sc, h)
+                if d is None:
+                    left.append((name, h))
+                else:
+                    sc.add_equal(symbolic.var(name), d)
             if len(left) == len(pending):
                 break
             pending = left
@@ -108,8 +114,9 @@ class ShapeConstraints:
 
     def add_check(self, lhs, cmp: str, rhs) -> None:
         """The fact `lhs cmp rhs`; `!=` and non-dimension operands are ignored."""
-        if isinstance(lhs, bool) or isinstance(rhs, bool) \
-                or not all(isinstance(x, (int, Expr)) for x in (lhs, rhs)):
+        try:
+            lhs, rhs = _as_dim(lhs), _as_dim(rhs)
+        except TypeError:
             return
         if cmp == "==":
             self.add_equal(lhs, rhs)
@@ -360,14 +367,6 @@ class ShapeConstraints:
 
 
 # ---- derived values ---------------------------------------------------------------------------
-
-def _define(sc: ShapeConstraints, name: str, h) -> bool:
-    """Add `name == h` when the host computation h has a sound Dim form; whether it did."""
-    d = _host_dim(sc, h)
-    if d is not None:
-        sc.add_equal(symbolic.var(name), d)
-    return d is not None
-
 
 def _host_dim(sc: ShapeConstraints, x) -> Dim | None:
     """The Dim a host computation (a HostValue tree) equals under the facts, or None."""

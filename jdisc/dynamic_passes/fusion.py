@@ -21,6 +21,7 @@ validated afterwards; a reduction that breaks it is materialised and the plan is
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class Kernel:
     outputs: list[Value]   # buffers written
     inputs: list[Value]    # buffers read
     row_rank: int = 0      # stitch: how many leading dims index rows
+    versions: list[str] = dataclasses.field(default_factory=list)   # speculative versions
 
     @property
     def root(self) -> Op:
@@ -77,8 +79,17 @@ def _numel(v: Value) -> symbolic.Dim:
     return v.num_elements()
 
 
+class _Prover(threading.local):
+    """The planner's equality prover (per thread): plan_kernels installs the program's
+    constraint analysis, so facts the launcher checks let more ops share a kernel."""
+    eq = staticmethod(symbolic.prove_eq)
+
+
+_PROVER = _Prover()
+
+
 def _same(a, b) -> bool:
-    return symbolic.prove_eq(a, b) is True
+    return _PROVER.eq(a, b) is True
 
 
 def _row_reduce_rank(op: Op) -> int | None:
@@ -263,12 +274,17 @@ def plan_kernels(prog: Program) -> Program:
     """Pass: group ops into kernels (`prog.kernels`) and decide what is materialised."""
     forced: set[int] = set()
     order = {id(op): i for i, op in enumerate(prog.body.ops)}
-    while True:
-        groups = _assign(prog, forced)
-        bad = set().union(*(_validate(g, order) for g in groups)) if groups else set()
-        if not bad:
-            break
-        forced |= bad
+    constraints = getattr(prog, "constraints", None)
+    _PROVER.eq = constraints.prove_eq if constraints is not None else symbolic.prove_eq
+    try:
+        while True:
+            groups = _assign(prog, forced)
+            bad = set().union(*(_validate(g, order) for g in groups)) if groups else set()
+            if not bad:
+                break
+            forced |= bad
+    finally:
+        _PROVER.eq = symbolic.prove_eq
     kernels: list[Kernel] = []
     for g in groups:
         root = g.root

@@ -123,6 +123,7 @@ class Check:
     rhs: Dim
     message: str
     args: tuple = ()
+    shown: str = ""   # how to print the condition, when `lhs cmp rhs` reads badly
 
     def holds_statically(self) -> bool | None:
         fn = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
@@ -151,6 +152,7 @@ class Program:
     checks: list[Check] = dataclasses.field(default_factory=list)
     kernels: list = dataclasses.field(default_factory=list)   # set by fusion.plan_kernels
     memory: object = None                                     # set by memory_plan.plan_memory
+    constraints: object = None                          # set by constraints.analyze_constraints
     # dimension variables the launcher computes from others: (name, shape_prop.HostValue)
     derived: list = dataclasses.field(default_factory=list)
 

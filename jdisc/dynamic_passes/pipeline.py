@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 from jdisc.dynamic_passes import mlir_import
 from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                               resolve_dynamic_ops)
+from jdisc.dynamic_passes.constraints import analyze_constraints
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
 from jdisc.dynamic_passes.ir import Program, format_program
@@ -28,6 +29,7 @@ PASSES: list[Pass] = [
     resolve_dynamic_ops,      # dynamic_* ops -> static ops with symbolic shapes; assertions -> checks
     materialize_dim_values,   # dimension sizes used as data -> dim_constant
     eliminate_dead_code,
+    analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors
     canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
     plan_kernels,             # fusion: kernels and materialised buffers
     plan_memory,              # one arena per call; buffers reuse slots they provably fit

@@ -209,7 +209,8 @@ class _Propagator:
                 continue
             self.prog.checks.append(Check((xd - 1) * (xd - od), "==", 0, (
                 f"stablehlo.{op.name} at {op.loc}: operand axis {j} has size {xd}, which must "
-                f"be 1 or equal to the result's axis {d} ({od})")))
+                f"be 1 or equal to the result's axis {d} ({od})"),
+                shown=f"{xd} == 1 or {xd} == {od}"))
 
     def shape_broadcast_in_dim(self, op):
         r, x = op.results[0], op.operands[0]

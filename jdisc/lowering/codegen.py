@@ -20,7 +20,7 @@ from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering import blas, launcher, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars
+from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.scalar_ops import c_prelude
 from jdisc.version import __version__
 
@@ -136,24 +136,34 @@ def _kernel_params(k: Kernel) -> tuple[list[str], dict[int, str], list[str]]:
 
 
 def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
+    """The kernel's C function(s): one per speculative version."""
+    guards = speculation_guards(k) if k.kind in ("loop", "stitch", "reduce", "concat") else []
+    k.versions = ([f"{k.name}_v0 if {' and '.join(f'{a} == {b}' for a, b in guards)}",
+                   f"{k.name}_v1 otherwise (broadcast)"] if guards else [])
+    variants = [(f"{k.name}_v0", frozenset(guards)), (f"{k.name}_v1", frozenset())] \
+        if guards else [(k.name, frozenset())]
     params, inputs, outs = _kernel_params(k)
-    w(f"/* {k.name}: {k.kind} kernel")
-    for op in k.ops:
-        if op.name != "constant":
-            w(f" *   stablehlo.{op.name} at {op.loc}")
-    w(" */")
-    with w.block(f"static int {k.name}({', '.join(params)})"):
-        if k.kind == "dot":
-            blas.emit_dot(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
-        elif k.kind == "stitch":
-            stitch.emit_stitch(w, k, inputs, outs, dim_c)
-            return k.name
-        elif k.kind == "loop":
-            stitch.emit_loop(w, k, inputs, outs, dim_c)
-        else:
-            emit_kernel(w, k, inputs, outs, dim_c)
-        w("return 0;")
-    w()
+    for fname, assume in variants:
+        w(f"/* {fname}: {k.kind} kernel"
+          + (f", version assuming {', '.join(f'{a} == {b}' for a, b in assume)}" if assume
+             else ", general version" if guards else ""))
+        for op in k.ops:
+            if op.name != "constant":
+                w(f" *   stablehlo.{op.name} at {op.loc}")
+        w(" */")
+        with w.block(f"static int {fname}({', '.join(params)})"):
+            if k.kind == "dot":
+                blas.emit_dot(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
+                w("return 0;")
+            elif k.kind == "stitch":
+                stitch.emit_stitch(w, k, inputs, outs, dim_c, assume)
+            elif k.kind == "loop":
+                stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
+                w("return 0;")
+            else:
+                emit_kernel(w, k, inputs, outs, dim_c, assume)
+                w("return 0;")
+        w()
     return k.name
 
 
@@ -197,7 +207,12 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                 continue
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
-            with w.block(f"if ({k.name}({', '.join(args)}))"):
+            call = f"{k.name}({', '.join(args)})"
+            if getattr(k, "versions", None):
+                guard = " && ".join(f"({dim_c(a)} == {dim_c(b)})" for a, b in speculation_guards(k))
+                call = (f"(({guard}) ? {k.name}_v0({', '.join(args)}) "
+                        f": {k.name}_v1({', '.join(args)}))")
+            with w.block(f"if ({call})"):
                 w(f"status = jd_error(err, errlen, \"out of memory in kernel {k.name}\");")
                 w("goto done;")
         for i, v in enumerate(results):

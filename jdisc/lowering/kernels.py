@@ -39,8 +39,10 @@ def kernel_dim_vars(kernel: Kernel) -> list[str]:
 class _Renderer:
     """Renders values at C index expressions into a loop body, with CSE per scope."""
 
-    def __init__(self, w: CWriter, inputs: dict[int, str], dim: Callable[[Dim], str]):
+    def __init__(self, w: CWriter, inputs: dict[int, str], dim: Callable[[Dim], str],
+                 assume: frozenset = frozenset()):
         self.w = w
+        self.assume = assume          # (operand dim, result dim) pairs this version assumes equal
         self.inputs = inputs          # value id -> C pointer name
         self.dim = dim                # symbolic dim -> C expression
         self.scopes: list[dict] = [{}]
@@ -133,7 +135,7 @@ class _Renderer:
             xd, od = x.shape[j], v.shape[d]
             if xd == 1 and od != 1:
                 sub.append("0")
-            elif symbolic.prove_eq(xd, od):
+            elif symbolic.prove_eq(xd, od) or (xd, od) in self.assume:
                 sub.append(idx[d])
             else:   # decided at run time: a size-1 operand dim is broadcast
                 sub.append(f"({self.dim(xd)} == 1 ? 0 : {idx[d]})")
@@ -193,10 +195,27 @@ _COMBINE = {
 }
 
 
+def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
+    """Broadcast dims that may or may not expand at run time: (operand dim, result dim).
+
+    A kernel with guards gets two versions: one assuming every pair equal (plain indices, no
+    per-element test), one general; the launcher picks per call."""
+    pairs: list[tuple[Dim, Dim]] = []
+    for op in kernel.ops:
+        if op.name != "broadcast_in_dim":
+            continue
+        x, v = op.operands[0], op.results[0]
+        for j, d in enumerate(op.attrs["broadcast_dimensions"]):
+            xd, od = x.shape[j], v.shape[d]
+            if xd != 1 and not symbolic.prove_eq(xd, od) and (xd, od) not in pairs:
+                pairs.append((xd, od))
+    return pairs
+
+
 def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str]) -> None:
-    """The body of a loop / reduce / concat kernel (inside the function braces)."""
-    r = _Renderer(w, inputs, dim)
+                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+    """The body of a reduce / concat kernel (inside the function braces)."""
+    r = _Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]
         idx, close = _loop_nest(w, out.shape, dim)

@@ -123,7 +123,7 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                     w(f"return jd_error(err, errlen, {_format_call(c.message, c.args, dim)});")
                 else:
                     fmt, vals = _values_suffix([c.lhs, c.rhs], dim)
-                    text = f"{c.message}: {c.lhs} {c.cmp} {c.rhs} does not hold"
+                    text = f"{c.message}: {c.shown or f'{c.lhs} {c.cmp} {c.rhs}'} does not hold"
                     w(f"return jd_error(err, errlen, {c_string(text)} \"{fmt}.\""
                       f"{''.join(', ' + v for v in vals)});")
         for k, name in enumerate(prog.dim_vars):

@@ -70,23 +70,40 @@ def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
 
 
 def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-              dim: Callable[[Dim], str]) -> None:
-    """An elementwise kernel: parallel over all but the last dim, contiguous last dim."""
-    r = _Renderer(w, inputs, dim)
+              dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+    """An elementwise kernel: parallel over rows, a contiguous column loop inside. Rows are
+    all but the last dim, or the leading `row_rank` dims when the kernel holds per-row values
+    (computed once per row, not once per element)."""
+    r = _Renderer(w, inputs, dim, assume)
     out = kernel.outputs[0]
     if out.rank == 0:
         w(f"{outputs[0]}[0] = {r.load(out, ())};")
         return
-    rows_dims, last = out.shape[:-1], out.shape[-1]
-    row_idx = _open_rows(w, r, rows_dims, dim(last), dim)
+    k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
+    rows_dims, cols_dims = out.shape[:k], out.shape[k:]
+    r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
+    r.row_values = {v.id for op in kernel.ops for v in op.results
+                    if _is_row_value(v, rows_dims) and v.id != out.id}
+    for op in kernel.ops:
+        for v in op.results:
+            if v.id in r.row_values:
+                r.load(v, ())
     w("for (int64_t c = 0; c < n_cols; c++) {")
     w.level += 1
     r.push()
-    idx = row_idx + ("c",)
+    idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
     w(f"{outputs[0]}[row * n_cols + c] = {r.load(out, idx)};")
     r.pop()
     _close(w)
     _close(w)
+
+
+def _is_row_value(v: Value, rows_dims) -> bool:
+    """One value per row: shape rows_dims followed by 1s."""
+    k = len(rows_dims)
+    return v.rank >= k and all(symbolic.prove_eq(a, b) is True
+                               for a, b in zip(v.shape[:k], rows_dims)) and all(
+        d == 1 for d in v.shape[k:])
 
 
 def _levels(ops: list[Op]) -> dict[int, int]:
@@ -100,7 +117,7 @@ def _levels(ops: list[Op]) -> dict[int, int]:
 
 
 def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str]) -> None:
+                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
     """Reductions over the trailing dims, their producers and their consumers, per row."""
     k = kernel.row_rank
     reduces = [op for op in kernel.ops if op.name == "reduce"]
@@ -111,14 +128,9 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     root, out = kernel.root, kernel.outputs[0]
     inside = {res.id for op in kernel.ops for res in op.results}
 
-    def is_row(v: Value) -> bool:
-        return symbolic.prove_eq(v.num_elements(), n_rows) is True and v.rank >= k and all(
-            symbolic.prove_eq(a, b) is True for a, b in zip(v.shape[:k], rows_dims)) and all(
-            d == 1 for d in v.shape[k:])
-
-    r = _Renderer(w, inputs, dim)
+    r = _Renderer(w, inputs, dim, assume)
     r.row_values = {v.id for op in kernel.ops if op.name != "reduce" for v in op.results
-                    if is_row(v)}
+                    if _is_row_value(v, rows_dims)}
     # full-shape values read by a later phase are kept in a row buffer
     later_reads: set[int] = set()
     for op in kernel.ops:

@@ -1,0 +1,48 @@
+"""`jdisc.compile_stablehlo`: compile a StableHLO module (text, bytecode or portable artifact).
+
+Each `?` dim of input i, axis j is its own dimension variable `d{i}_{j}` unless the program ties
+them (its shape assertions and equalities become launcher checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from jdisc.custom_calls import runtime
+from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
+from jdisc.errors import ArgumentError, DtypeError, ShapeError
+from jdisc.lowering.codegen import generate
+
+
+class StablehloFunction:
+    """A compiled StableHLO module: call it on numpy or JAX arrays; returns a list of arrays."""
+
+    def __init__(self, module: str | bytes, name: str = "main"):
+        self.program = compile_stablehlo_to_ir(module, name=name)
+        self.cprog = generate(self.program)
+        dump("kernels.c", self.cprog.source, name)
+        self.executable = runtime.load(self.cprog)
+
+    def __call__(self, *args: Any) -> list[jax.Array]:
+        specs = self.cprog.inputs
+        if len(args) != len(specs):
+            raise ArgumentError(f"expected {len(specs)} argument(s), got {len(args)}")
+        arrays = []
+        for x, spec in zip(args, specs):
+            arr = np.asarray(x)
+            want = numpy_dtype(spec.dtype)
+            if arr.dtype != want:
+                raise DtypeError(f"argument '{spec.name}' has dtype {arr.dtype}; expected {want}")
+            if arr.ndim != len(spec.shape):
+                raise ShapeError(f"argument '{spec.name}' has rank {arr.ndim}; expected "
+                                 f"{len(spec.shape)}")
+            arrays.append(np.ascontiguousarray(arr))
+        return [jax.device_put(o) for o in self.executable.run(arrays)]
+
+
+def compile_stablehlo(module: str | bytes, name: str = "main") -> StablehloFunction:
+    return StablehloFunction(module, name)
