@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.fusion import Kernel, is_duplicable
+from jdisc.dynamic_passes.fusion import EXPENSIVE, Kernel
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
@@ -22,7 +22,6 @@ from jdisc.lowering.kernels import _COMBINE, _Renderer
 
 LANES = 16
 PARALLEL_MIN_WORK = 1 << 15     # elements; below this a kernel runs on one thread
-_INDEX_OPS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "convert"})
 
 
 def _prod(dims) -> Dim:
@@ -131,13 +130,23 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     r = _Renderer(w, inputs, dim, assume)
     r.row_values = {v.id for op in kernel.ops if op.name != "reduce" for v in op.results
                     if _is_row_value(v, rows_dims)}
-    # full-shape values read by a later phase are kept in a row buffer
+    # full-shape values that a later phase reads, and that cost more than a load to
+    # recompute, are kept in a row buffer
+    producer = {res.id: op for op in kernel.ops for res in op.results}
+    costly: dict[int, bool] = {}
+    for op in kernel.ops:
+        for res in op.results:
+            costly[res.id] = op.name in EXPENSIVE or any(
+                costly.get(x.id, False) and level.get(x.id, 0) == level.get(res.id, 0)
+                for x in op.operands)
     later_reads: set[int] = set()
     for op in kernel.ops:
+        if op.name == "reduce":
+            continue
         for x in op.operands:
             if x.id in inside and level.get(x.id, 0) < level[op.results[0].id] and \
-                    not is_duplicable(x.producer) and x.producer.name not in _INDEX_OPS \
-                    and x.id not in r.row_values and x.producer.name != "reduce":
+                    costly[x.id] and producer[x.id].name != "reduce" and \
+                    x.id not in r.row_values:
                 later_reads.add(x.id)
     cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
     buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
