@@ -1,13 +1,18 @@
 """Shared test setup: a private jdisc cache per test session, and differential helpers."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import numpy as np
 import pytest
 
 # Tests never touch the user's cache; one directory per session keeps compiles shared within it.
-os.environ.setdefault("JDISC_CACHE_DIR", tempfile.mkdtemp(prefix="jdisc-test-cache-"))
+if "JDISC_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="jdisc-test-cache-")
+    os.environ["JDISC_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
 
 
 def assert_close(got, want, tol, what=""):

@@ -148,6 +148,10 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
                     costly[x.id] and producer[x.id].name != "reduce" and \
                     x.id not in r.row_values:
                 later_reads.add(x.id)
+    # a costly reduction input is computed by a plain loop into a row buffer, then reduced by
+    # a tight lane loop: both vectorise (one loop doing both does not)
+    later_reads |= {op.operands[0].id for op in reduces
+                    if costly.get(op.operands[0].id) and op.operands[0].id in inside}
     cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
     buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
     cols = dim(_prod(cols_dims))
@@ -189,8 +193,6 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         if phase_reduces or phase_cached or writes_out:
             _emit_phase(w, r, phase_reduces, acc_names, phase_cached, buffers,
                         (out, outputs[0]) if writes_out else None, cols_dims, dim)
-        for v in phase_cached:
-            r.cached[v.id] = buffers[v.id]
     if out_is_row:
         w(f"{outputs[0]}[row] = {r.load(out, ())};")
     r.pop()
@@ -212,21 +214,34 @@ def _hoist_row_values(r: _Renderer, kernel: Kernel, level: dict[int, int], p: in
 def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
                 output: tuple[Value, str] | None, cols_dims, dim) -> None:
-    """One pass over the row's columns: reductions, row-buffer stores and/or the output."""
+    """One phase over the row's columns: a plain loop storing row-buffer values and/or the
+    output, then a lane-split loop for the reductions (reading row buffers where kept)."""
+    if cached or output is not None:
+        w("for (int64_t c = 0; c < n_cols; c++) {")
+        w.level += 1
+        r.push()
+        r.col = "c"
+        idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
+        for v in cached:
+            w(f"{buffers[v.id]}[c] = {r.load(v, idx)};")
+        if output is not None:
+            v, name = output
+            w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
+        r.pop()
+        _close(w)
+    for v in cached:
+        r.cached[v.id] = buffers[v.id]
+    if not reduces:
+        return
 
-    def body(col: str, lane: str | None) -> None:
+    def body(col: str, lane: str) -> None:
         r.push()
         r.col = col
         idx = r.row_idx + _column_index(w, col, cols_dims, dim)
-        for v in cached:
-            w(f"{buffers[v.id]}[{col}] = {r.load(v, idx)};")
         for op in reduces:
-            slot = f"{acc_names[op.results[0].id]}_l[{lane or 0}]"
+            slot = f"{acc_names[op.results[0].id]}_l[{lane}]"
             val = r.load(op.operands[0], idx)
             w(f"{slot} = {_COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
-        if output is not None:
-            v, name = output
-            w(f"{name}[row * n_cols + {col}] = {r.load(v, idx)};")
         r.pop()
 
     for op in reduces:
@@ -237,21 +252,18 @@ def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int
         acc = acc_names[op.results[0].id]
         w(f"{ctype(op.results[0].dtype)} {acc}_l[{LANES}];")
         w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {r.load(op.operands[1], ())};")
-    if reduces:
-        w("int64_t c = 0;")
-        w(f"for (; c + {LANES} <= n_cols; c += {LANES}) {{")
-        w.level += 1
-        w(f"for (int64_t l = 0; l < {LANES}; l++) {{")
-        w.level += 1
-        w("const int64_t cc = c + l;")
-        body("cc", "l")
-        _close(w)
-        _close(w)
-        w("for (; c < n_cols; c++) {")
-    else:
-        w("for (int64_t c = 0; c < n_cols; c++) {")
+    w("int64_t c = 0;")
+    w(f"for (; c + {LANES} <= n_cols; c += {LANES}) {{")
     w.level += 1
-    body("c", None)
+    w(f"for (int64_t l = 0; l < {LANES}; l++) {{")
+    w.level += 1
+    w("const int64_t cc = c + l;")
+    body("cc", "l")
+    _close(w)
+    _close(w)
+    w("for (; c < n_cols; c++) {")
+    w.level += 1
+    body("c", "0")
     _close(w)
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
