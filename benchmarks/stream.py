@@ -7,13 +7,20 @@ one compile per shape) on the built-in workloads W1, W2, W3.
 For each workload and each of `--shapes` distinct (B, S) shapes (B in 1..8, S in 16..512, drawn
 from a fixed seed; W3 uses N = B*S) it measures XLA's compile time (`lower().compile()`), and the
 steady-state time of jdisc and of XLA's executable, interleaved call by call in this process
-(medians of `--repeats`). It also times a stream that visits every shape twice in a shuffled
-order, each side starting cold. Progress goes to stderr, tables to stdout.
+(medians of `--repeats`). Interleaved with those calls it times a baseline: for W2 (memory-bound)
+a `np.copyto` between two preallocated float32 buffers of (input + output bytes) / 2 each, so
+memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / time); for W1 and W3
+(GEMM-bound) the bare sgemm calls one forward pass makes, through the OpenBLAS jdisc links
+(scipy_openblas32, ctypes), each on its own preallocated random operands (GFLOP/s = the
+workload's flops / time for all three). It also reports jdisc's kernels by kind and times a
+stream that visits every shape twice in a shuffled order, each side starting cold. Progress goes
+to stderr, tables to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import json
 import math
@@ -34,7 +41,8 @@ import numpy as np  # noqa: E402
 import jdisc  # noqa: E402
 from jdisc.workloads import Workload, workloads  # noqa: E402
 
-GEMM_WORKLOADS = ("W1", "W3")
+GEMM_WORKLOADS = ("W1", "W3")    # baseline: bare sgemm calls
+MEMORY_WORKLOADS = ("W2",)          # baseline: memcpy of the workload's input + output bytes
 QUICK = {"shapes": 4, "repeats": 3, "max_tokens": 1024}
 
 
@@ -91,6 +99,87 @@ def max_abs_diff(a, b) -> float:
                for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
+# ------------------------------------------------------------------------------- baselines
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
+
+
+def load_blas() -> ctypes.CDLL:
+    """The OpenBLAS jdisc's kernels link (`scipy_openblas32`, 32-bit blasint), checked once."""
+    import scipy_openblas32
+    lib = ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(),
+                                   scipy_openblas32.get_library(fullname=True)))
+    e, i, f, p = ctypes.c_int, ctypes.c_int32, ctypes.c_float, ctypes.c_void_p
+    lib.scipy_cblas_sgemm.argtypes = [e, e, e, i, i, i, f, p, i, p, i, f, p, i]
+    lib.scipy_cblas_sgemm_batch_strided.argtypes = [e, e, e, i, i, i, f, p, i, i, p, i, i, f, p,
+                                                    i, i, i]
+    lib.scipy_cblas_sgemm.restype = lib.scipy_cblas_sgemm_batch_strided.restype = None
+    for nb, tb in ((1, False), (3, True)):     # against numpy, so a wrong binding fails loudly
+        run, (a, b, c) = sgemm_calls(lib, [(nb, 5, 7, 4, tb)], np.random.default_rng(1))[0]
+        run()
+        want = a @ (b.transpose(0, 2, 1) if tb else b)
+        if not np.allclose(c, want, atol=1e-4):
+            raise RuntimeError(f"sgemm through ctypes disagrees with numpy (batch {nb})")
+    return lib
+
+
+def gemm_list(name: str, b: int, s: int) -> list[tuple[int, int, int, int, bool]]:
+    """(batch, M, N, K, B transposed) of each GEMM one forward pass of W1 or W3 makes."""
+    if name == "W3":
+        return [(1, b * s, 2048, 512, False), (1, b * s, 512, 2048, False)]
+    proj = (1, b * s, 768, 768, False)                        # Q, K, V; later O
+    return [proj] * 3 + [(b * 12, s, s, 64, True),            # scores Q K^T per (b, head)
+                         (b * 12, s, 64, s, False), proj,     # context P V, then O
+                         (1, b * s, 3072, 768, False), (1, b * s, 768, 3072, False)]
+
+
+def sgemm_calls(lib, gemms, rng) -> list:
+    """For each GEMM, (a no-argument call of sgemm, or of sgemm_batch_strided when batched, as
+    jdisc does, and its row-major operands A[nb,M,K], B[nb,K,N] or [nb,N,K], C[nb,M,N])."""
+    out = []
+    for nb, m, n, k, tb in gemms:
+        a = rng.standard_normal((nb, m, k), dtype=np.float32)
+        b = rng.standard_normal((nb, n, k) if tb else (nb, k, n), dtype=np.float32)
+        c = np.zeros((nb, m, n), np.float32)
+        flag, ldb = (TRANS, k) if tb else (NO_TRANS, n)
+        pa, pb, pc = (x.ctypes.data for x in (a, b, c))
+        if nb == 1:
+            fn, args = lib.scipy_cblas_sgemm, (ROW_MAJOR, NO_TRANS, flag, m, n, k, 1.0, pa, k,
+                                              pb, ldb, 0.0, pc, n)
+        else:
+            fn, args = lib.scipy_cblas_sgemm_batch_strided, (
+                ROW_MAJOR, NO_TRANS, flag, m, n, k, 1.0, pa, k, m * k, pb, ldb, k * n, 0.0, pc, n,
+                m * n, nb)
+        out.append(((lambda fn=fn, args=args: fn(*args)), (a, b, c)))
+    return out
+
+
+def make_baseline(wl: Workload, b: int, s: int, nbytes: int, blas) -> tuple:
+    """(what, a no-argument function to time, its measure): sgemm calls and flops for a GEMM
+    workload, a memcpy and the bytes it moves for a memory-bound one, else (None, None, None)."""
+    if wl.name in GEMM_WORKLOADS:
+        gemms = gemm_list(wl.name, b, s)
+        flops = sum(2.0 * nb * m * n * k for nb, m, n, k, _ in gemms)
+        assert math.isclose(flops, wl.flops(b, s)), (flops, wl.flops(b, s))
+        calls = sgemm_calls(blas, gemms, np.random.default_rng(0))
+        fns = [fn for fn, _ in calls]
+
+        def run():
+            for fn in fns:
+                fn()
+        run.keep = calls                      # the operands live as long as the function
+        return "sgemm", run, flops
+    if wl.name in MEMORY_WORKLOADS:
+        src = np.random.default_rng(0).standard_normal(max(nbytes // 8, 1), dtype=np.float32)
+        dst = np.zeros_like(src)
+        return "memcpy", (lambda: np.copyto(dst, src)), 2 * src.nbytes
+    return None, None, None
+
+
+def nbytes_of(*trees) -> int:
+    return sum(int(np.asarray(x).nbytes) for t in trees for x in jax.tree_util.tree_leaves(t))
+
+
 def warm_up() -> dict:
     """Pay once-per-process costs (backend start, lazy imports, jdisc's first C compile) on a
     throwaway function, so no workload's compile time carries them; returns their seconds."""
@@ -122,7 +211,16 @@ def run_stream(wl: Workload, args: list, order: list[int]) -> dict:
             "jdisc_compiles": jf.stats()["compiles"]}
 
 
-def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, seed: int) -> dict:
+def kernel_kinds(jf, args) -> dict[str, int]:
+    """How many kernels of each kind (loop, stitch, dot, ...) jdisc's program has, most first."""
+    kinds: dict[str, int] = {}
+    for k in jf.compiled_for(*args).program.kernels:
+        kinds[k.kind] = kinds.get(k.kind, 0) + 1
+    return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, seed: int,
+                   blas) -> dict:
     """All measurements for one workload; see the module docstring."""
     args = [jax.device_put(wl.make_args(b, s, np.random.default_rng(seed))) for b, s in shapes]
     fresh_cache_dir(wl.name)
@@ -140,33 +238,59 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
         err = max_abs_diff(out_j, out_x)
         if not err <= 1e-3:
             log(f"[{wl.name}] WARNING: B={b} S={s}: jdisc and XLA outputs differ by {err:.3g}")
-        tj, tx = [], []
+        io_bytes = nbytes_of(a, out_j)          # inputs (params too) read, outputs written
+        base, base_fn, base_work = make_baseline(wl, b, s, io_bytes, blas)
+        if base_fn:
+            base_fn()                           # warm-up: first touch of its buffers
+        tj, tx, tb = [], [], []
         for _ in range(repeats):
             tj.append(timed(jf, a)[0])
             tx.append(timed(xc, a)[0])
+            if base_fn:
+                t0 = time.perf_counter()
+                base_fn()
+                tb.append(time.perf_counter() - t0)
         jms, xms = 1e3 * statistics.median(tj), 1e3 * statistics.median(tx)
         flops = wl.flops(b, s)
-        rows.append({"B": b, "S": s, "jdisc_ms": jms, "xla_ms": xms, "ratio": jms / xms,
-                     "xla_compile_s": xla_compile_s, "max_abs_diff": err,
-                     "jdisc_gflops": flops / jms / 1e6 if flops else None,
-                     "xla_gflops": flops / xms / 1e6 if flops else None,
-                     "jdisc_ms_all": [1e3 * t for t in tj], "xla_ms_all": [1e3 * t for t in tx]})
+        row = {"B": b, "S": s, "jdisc_ms": jms, "xla_ms": xms, "ratio": jms / xms,
+               "xla_compile_s": xla_compile_s, "max_abs_diff": err, "io_bytes": io_bytes,
+               "jdisc_gflops": flops / jms / 1e6 if flops else None,
+               "xla_gflops": flops / xms / 1e6 if flops else None,
+               "jdisc_ms_all": [1e3 * t for t in tj], "xla_ms_all": [1e3 * t for t in tx]}
+        if base == "memcpy":
+            bms = 1e3 * statistics.median(tb)
+            row.update(jdisc_gbs=io_bytes / jms / 1e6, xla_gbs=io_bytes / xms / 1e6,
+                       memcpy_bytes=base_work, memcpy_ms=bms, memcpy_gbs=base_work / bms / 1e6,
+                       jdisc_over_memcpy=jms / bms, memcpy_ms_all=[1e3 * t for t in tb])
+        elif base == "sgemm":
+            bms = 1e3 * statistics.median(tb)
+            row.update(sgemm_calls=len(gemm_list(wl.name, b, s)), sgemm_ms=bms,
+                       sgemm_gflops=base_work / bms / 1e6, jdisc_over_sgemm=jms / bms,
+                       xla_over_sgemm=xms / bms, sgemm_ms_all=[1e3 * t for t in tb])
+        rows.append(row)
     compiles = jf.stats()["compiles"]
+    kinds = kernel_kinds(jf, args[0])
     order = [int(i) for i in np.random.default_rng(seed).permutation(2 * len(shapes))
              % len(shapes)]
     log(f"[{wl.name}] stream of {len(order)} calls (each shape twice), jdisc then XLA, cold")
     return {"description": wl.description, "jdisc_compile_s": jdisc_compile_s,
             "jdisc_compile_seconds_stat": jf.stats()["compile_seconds"],
-            "jdisc_compiles": compiles, "rows": rows,
-            "geomean_ratio": math.exp(statistics.fmean(math.log(r["ratio"]) for r in rows)),
+            "jdisc_compiles": compiles, "kernels": sum(kinds.values()), "kernel_kinds": kinds,
+            "rows": rows,
+            "geomean_ratio": geomean(r["ratio"] for r in rows),
             "stream": run_stream(wl, args, order)}
+
+
+def geomean(xs) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
 
 
 def print_table(name: str, res: dict) -> None:
     """The per-workload table and summary lines, on stdout."""
-    gemm = name in GEMM_WORKLOADS
+    gemm, mem = "sgemm_ms" in res["rows"][0], "memcpy_ms" in res["rows"][0]
     cols = ["shape", "jdisc ms", "xla ms", "ratio", "xla compile s"]
-    cols += ["jdisc GFLOP/s", "xla GFLOP/s"] if gemm else []
+    cols += ["jdisc GFLOP/s", "xla GFLOP/s", "sgemm GFLOP/s", "jdisc/sgemm"] if gemm else []
+    cols += ["jdisc GB/s", "xla GB/s", "memcpy GB/s"] if mem else []
     widths = [max(len(c), 10) for c in cols]
     print(f"\n{name}: {res['description']}")
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
@@ -174,7 +298,9 @@ def print_table(name: str, res: dict) -> None:
         shape = f"N={r['B'] * r['S']}" if name == "W3" else f"{r['B']}x{r['S']}"
         cells = [shape, f"{r['jdisc_ms']:.3f}", f"{r['xla_ms']:.3f}", f"{r['ratio']:.2f}",
                  f"{r['xla_compile_s']:.3f}"]
-        cells += [f"{r['jdisc_gflops']:.1f}", f"{r['xla_gflops']:.1f}"] if gemm else []
+        cells += [f"{r[k]:.1f}" for k in ("jdisc_gflops", "xla_gflops", "sgemm_gflops")
+                  ] + [f"{r['jdisc_over_sgemm']:.2f}"] if gemm else []
+        cells += [f"{r[k]:.1f}" for k in ("jdisc_gbs", "xla_gbs", "memcpy_gbs")] if mem else []
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     st = res["stream"]
     xla_compile_total = sum(r["xla_compile_s"] for r in res["rows"])
@@ -182,7 +308,14 @@ def print_table(name: str, res: dict) -> None:
           f"   compiles: {res['jdisc_compiles']}")
     print(f"  xla compile s (lower+compile), sum over {len(res['rows'])} shapes: "
           f"{xla_compile_total:.3f}")
-    print(f"  geomean ratio jdisc/xla (steady state): {res['geomean_ratio']:.2f}")
+    kinds = ", ".join(f"{n} {k}" for k, n in res["kernel_kinds"].items())
+    print(f"  jdisc kernels: {res['kernels']} ({kinds})")
+    print(f"  geomean ratio jdisc/xla (steady state): {res['geomean_ratio']:.2f}"
+          + (f"   jdisc/sgemm: {geomean(r['jdisc_over_sgemm'] for r in res['rows']):.2f}"
+             f"   xla/sgemm: {geomean(r['xla_over_sgemm'] for r in res['rows']):.2f}"
+             if gemm else "")
+          + (f"   jdisc/memcpy: {geomean(r['jdisc_over_memcpy'] for r in res['rows']):.2f}"
+             if mem else ""))
     print(f"  stream of {st['calls']} calls (each shape twice, cold): jdisc s {st['jdisc_s']:.3f}"
           f"   xla s {st['xla_s']:.3f}   ratio {st['ratio']:.2f}"
           f"   (jdisc compiles {st['jdisc_compiles']})")
@@ -212,9 +345,10 @@ def main(argv: list[str] | None = None) -> None:
     t_start = time.perf_counter()
     log("warm-up: a throwaway function through jax.jit and jdisc.jit")
     warmup = warm_up()
+    blas = load_blas() if any(n in GEMM_WORKLOADS for n in names) else None
     results = {}
     for name in names:
-        results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed)
+        results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed, blas)
     m = machine
     print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
           f"jaxlib {m['jaxlib']}, jdisc {m['jdisc']}; {m['date']}"
@@ -223,6 +357,10 @@ def main(argv: list[str] | None = None) -> None:
           f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
           f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
           f"throwaway warm-up first")
+    print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between two "
+          "preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out bytes) / time; "
+          "W1/W3 sgemm = the forward pass's GEMMs as bare scipy_cblas_sgemm(_batch_strided) "
+          "calls, GFLOP/s = workload flops / time; jdisc/sgemm = time ratio")
     for name, res in results.items():
         print_table(name, res)
     wall = time.perf_counter() - t_start

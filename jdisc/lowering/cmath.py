@@ -89,9 +89,9 @@ static inline float jd_expm1f(float x) {
     return x == 0.0f ? x : r;   /* expm1(-0) = -0 */
 }
 
-/* tanh: for |x| < atanh(1/2), x + x^3 P(x^2) with P a degree-4 minimax fit (relative error
- * 2^-30; x itself for tiny x, sign of zero kept); otherwise sign(x) (1 - 2 / (exp(2|x|) + 1)),
- * where the subtraction from 1 cannot cancel badly and exp -> +inf saturates to +-1.
+/* tanh(x) = sign(x) tanh(|x|). For |x| < atanh(1/2), |x| + |x|^3 P(x^2) with P a degree-4
+ * minimax fit (relative error 2^-30; exactly x for tiny x, and tanh(-0) = -0); otherwise
+ * 1 - 2 / (exp(2|x|) + 1), which cannot cancel badly there and saturates to 1 as exp -> +inf.
  * Max error 1 ulp. */
 static inline float jd_tanhf(float x) {
     float ax = fabsf(x);
@@ -101,9 +101,9 @@ static inline float jd_tanhf(float x) {
     p = p * x2 - 0.053853095f;
     p = p * x2 + 0.13332593f;
     p = p * x2 - 0.33333316f;
-    float small = x + (x * x2) * p;
-    float big = copysignf(1.0f - 2.0f / (jd_expf(ax + ax) + 1.0f), x);
-    return ax < 0.54930614f ? small : big;
+    float small = ax + (ax * x2) * p;
+    float big = 1.0f - 2.0f / (jd_expf(ax + ax) + 1.0f);
+    return copysignf(ax < 0.54930614f ? small : big, x);
 }
 
 /* log: x = 2^k m with m in [sqrt(2)/2, sqrt(2)), found by integer arithmetic on the bits

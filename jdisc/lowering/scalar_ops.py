@@ -12,6 +12,7 @@ from typing import Callable
 from jdisc.dynamic_passes.ir import Op, is_float, is_unsigned
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import INT_BITS, ctype
+from jdisc.lowering.cmath import C_MATH, VECTOR_FUNCTIONS
 
 Render = Callable[[list[str], list[str], str, Op], str]
 
@@ -144,6 +145,8 @@ SCALAR_OPS: dict[str, Render] = {
 
 
 def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str) -> str:
+    if out_dtype == "f32" and op.name in VECTOR_FUNCTIONS and in_dtypes[0] == "f32":
+        return f"{VECTOR_FUNCTIONS[op.name]}({args[0]})"   # vectorisable, within 2 ulp
     try:
         fn = SCALAR_OPS[op.name]
     except KeyError:
@@ -187,4 +190,4 @@ def c_prelude() -> str:
                 f"if (x <= ({fct}){lo}.0) return ({ct})({lo_c}); "
                 f"if (x >= ({fct}){hi}.0) return ({ct}){hi}ULL; "
                 f"return ({ct})x; }}")
-    return "\n".join(lines) + "\n"
+    return C_MATH + "\n" + "\n".join(lines) + "\n"
