@@ -52,7 +52,7 @@ class Compiled:
         if self._dropped_named:
             self._check_dropped(arrays)
         outs = self.executable.run(kept)
-        return [jax.device_put(o) for o in outs]
+        return [runtime.to_jax(o) for o in outs]
 
     @staticmethod
     def _as_array(x: Any, spec) -> np.ndarray:

@@ -41,7 +41,7 @@ class StablehloFunction:
                 raise ShapeError(f"argument '{spec.name}' has rank {arr.ndim}; expected "
                                  f"{len(spec.shape)}")
             arrays.append(np.ascontiguousarray(arr))
-        return [jax.device_put(o) for o in self.executable.run(arrays)]
+        return [runtime.to_jax(o) for o in self.executable.run(arrays)]
 
 
 def compile_stablehlo(module: str | bytes, name: str = "main") -> StablehloFunction:

@@ -68,6 +68,20 @@ class Executable:
         return outs
 
 
+_ZERO_COPY_MIN_BYTES = 1 << 20
+
+
+def to_jax(arr: np.ndarray):
+    """A jax.Array of a result buffer: large ones are handed over without a copy (DLPack)."""
+    import jax
+    if arr.nbytes >= _ZERO_COPY_MIN_BYTES:
+        try:
+            return jax.dlpack.from_dlpack(arr)
+        except Exception:   # e.g. an alignment XLA does not accept: copy instead
+            pass
+    return jax.device_put(arr)
+
+
 def num_threads() -> int:
     """JDISC_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
     for var in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"):

@@ -22,6 +22,9 @@ from jdisc.lowering.kernels import _COMBINE, _Renderer
 
 LANES = 16
 PARALLEL_MIN_WORK = 1 << 15     # elements; below this a kernel runs on one thread
+# rows per scheduling chunk (~8K elements): dynamic scheduling keeps both cores busy when one
+# of them is slowed by something else, which on shared machines is the common case
+_CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
 
 
 def _prod(dims) -> Dim:
@@ -34,7 +37,8 @@ def _prod(dims) -> Dim:
 def _open_rows(w: CWriter, r: _Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
     """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
     w(f"const int64_t n_rows = {dim(_prod(rows_dims))}, n_cols = {cols};")
-    w("#pragma omp parallel for schedule(static) num_threads(jd_num_threads) "
+    w(f"const int chunk = {_CHUNK};")
+    w("#pragma omp parallel for schedule(dynamic, chunk) num_threads(jd_num_threads) "
       f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
     w("for (int64_t row = 0; row < n_rows; row++) {")
     w.level += 1
@@ -168,7 +172,8 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
             w("#pragma omp atomic write")
             w("jd_failed = 1;")
-    w("#pragma omp for schedule(static)")
+    w(f"const int chunk = {_CHUNK};")
+    w("#pragma omp for schedule(dynamic, chunk)")
     w("for (int64_t row = 0; row < n_rows; row++) {")
     w.level += 1
     if cached:
