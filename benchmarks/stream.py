@@ -20,8 +20,10 @@ to stderr, tables to stdout.
 from __future__ import annotations
 
 import argparse
+import collections
 import ctypes
 import datetime
+import functools
 import json
 import math
 import os
@@ -105,7 +107,8 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
 
 
 def load_blas() -> ctypes.CDLL:
-    """The OpenBLAS jdisc's kernels link (`scipy_openblas32`, 32-bit blasint), checked once."""
+    """The OpenBLAS jdisc's kernels link (`scipy_openblas32`, 32-bit blasint), checked once
+    against numpy so that a wrong binding fails loudly."""
     import scipy_openblas32
     lib = ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(),
                                    scipy_openblas32.get_library(fullname=True)))
@@ -114,12 +117,11 @@ def load_blas() -> ctypes.CDLL:
     lib.scipy_cblas_sgemm_batch_strided.argtypes = [e, e, e, i, i, i, f, p, i, i, p, i, i, f, p,
                                                     i, i, i]
     lib.scipy_cblas_sgemm.restype = lib.scipy_cblas_sgemm_batch_strided.restype = None
-    for nb, tb in ((1, False), (3, True)):     # against numpy, so a wrong binding fails loudly
-        run, (a, b, c) = sgemm_calls(lib, [(nb, 5, 7, 4, tb)], np.random.default_rng(1))[0]
-        run()
-        want = a @ (b.transpose(0, 2, 1) if tb else b)
-        if not np.allclose(c, want, atol=1e-4):
-            raise RuntimeError(f"sgemm through ctypes disagrees with numpy (batch {nb})")
+    calls, ops = sgemm_calls(lib, [(1, 5, 7, 4, False), (3, 5, 7, 4, True)])
+    for call, (a, b, c), tb in zip(calls, ops, (False, True)):
+        call()
+        if not np.allclose(c, a @ (b.transpose(0, 2, 1) if tb else b), atol=1e-4):
+            raise RuntimeError("sgemm through ctypes disagrees with numpy")
     return lib
 
 
@@ -133,41 +135,37 @@ def gemm_list(name: str, b: int, s: int) -> list[tuple[int, int, int, int, bool]
                          (1, b * s, 3072, 768, False), (1, b * s, 768, 3072, False)]
 
 
-def sgemm_calls(lib, gemms, rng) -> list:
-    """For each GEMM, (a no-argument call of sgemm, or of sgemm_batch_strided when batched, as
-    jdisc does, and its row-major operands A[nb,M,K], B[nb,K,N] or [nb,N,K], C[nb,M,N])."""
-    out = []
+def sgemm_calls(lib, gemms) -> tuple[list, list]:
+    """No-argument calls of sgemm (sgemm_batch_strided when batched, as jdisc does) for each
+    (nb, M, N, K, B transposed), on fresh random row-major operands A[nb,M,K], B[nb,K,N] or
+    [nb,N,K], C[nb,M,N]; and those operands (keep them alive while calling)."""
+    rng, calls, ops = np.random.default_rng(0), [], []
     for nb, m, n, k, tb in gemms:
         a = rng.standard_normal((nb, m, k), dtype=np.float32)
         b = rng.standard_normal((nb, n, k) if tb else (nb, k, n), dtype=np.float32)
         c = np.zeros((nb, m, n), np.float32)
-        flag, ldb = (TRANS, k) if tb else (NO_TRANS, n)
-        pa, pb, pc = (x.ctypes.data for x in (a, b, c))
-        if nb == 1:
-            fn, args = lib.scipy_cblas_sgemm, (ROW_MAJOR, NO_TRANS, flag, m, n, k, 1.0, pa, k,
-                                              pb, ldb, 0.0, pc, n)
-        else:
-            fn, args = lib.scipy_cblas_sgemm_batch_strided, (
-                ROW_MAJOR, NO_TRANS, flag, m, n, k, 1.0, pa, k, m * k, pb, ldb, k * n, 0.0, pc, n,
-                m * n, nb)
-        out.append(((lambda fn=fn, args=args: fn(*args)), (a, b, c)))
-    return out
+        ldb, pa, pb, pc = k if tb else n, a.ctypes.data, b.ctypes.data, c.ctypes.data
+        head = (ROW_MAJOR, NO_TRANS, TRANS if tb else NO_TRANS, m, n, k, 1.0)
+        calls.append(functools.partial(lib.scipy_cblas_sgemm, *head, pa, k, pb, ldb, 0.0, pc, n)
+                     if nb == 1 else functools.partial(
+                         lib.scipy_cblas_sgemm_batch_strided, *head, pa, k, m * k, pb, ldb,
+                         k * n, 0.0, pc, n, m * n, nb))
+        ops.append((a, b, c))
+    return calls, ops
 
 
 def make_baseline(wl: Workload, b: int, s: int, nbytes: int, blas) -> tuple:
-    """(what, a no-argument function to time, its measure): sgemm calls and flops for a GEMM
-    workload, a memcpy and the bytes it moves for a memory-bound one, else (None, None, None)."""
+    """(kind, a no-argument function to time, its work): bare sgemm calls and their flops for a
+    GEMM workload, a memcpy and the bytes it moves for a memory-bound one, else Nones."""
     if wl.name in GEMM_WORKLOADS:
         gemms = gemm_list(wl.name, b, s)
         flops = sum(2.0 * nb * m * n * k for nb, m, n, k, _ in gemms)
         assert math.isclose(flops, wl.flops(b, s)), (flops, wl.flops(b, s))
-        calls = sgemm_calls(blas, gemms, np.random.default_rng(0))
-        fns = [fn for fn, _ in calls]
+        calls, ops = sgemm_calls(blas, gemms)
 
-        def run():
-            for fn in fns:
-                fn()
-        run.keep = calls                      # the operands live as long as the function
+        def run(calls=calls, ops=ops):
+            for call in calls:
+                call()
         return "sgemm", run, flops
     if wl.name in MEMORY_WORKLOADS:
         src = np.random.default_rng(0).standard_normal(max(nbytes // 8, 1), dtype=np.float32)
@@ -211,14 +209,6 @@ def run_stream(wl: Workload, args: list, order: list[int]) -> dict:
             "jdisc_compiles": jf.stats()["compiles"]}
 
 
-def kernel_kinds(jf, args) -> dict[str, int]:
-    """How many kernels of each kind (loop, stitch, dot, ...) jdisc's program has, most first."""
-    kinds: dict[str, int] = {}
-    for k in jf.compiled_for(*args).program.kernels:
-        kinds[k.kind] = kinds.get(k.kind, 0) + 1
-    return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
 def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, seed: int,
                    blas) -> dict:
     """All measurements for one workload; see the module docstring."""
@@ -243,13 +233,10 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
         if base_fn:
             base_fn()                           # warm-up: first touch of its buffers
         tj, tx, tb = [], [], []
-        for _ in range(repeats):
+        for _ in range(repeats):                # jdisc, XLA, baseline, in turn
             tj.append(timed(jf, a)[0])
             tx.append(timed(xc, a)[0])
-            if base_fn:
-                t0 = time.perf_counter()
-                base_fn()
-                tb.append(time.perf_counter() - t0)
+            tb += [timed(base_fn, ())[0]] if base_fn else []
         jms, xms = 1e3 * statistics.median(tj), 1e3 * statistics.median(tx)
         flops = wl.flops(b, s)
         row = {"B": b, "S": s, "jdisc_ms": jms, "xla_ms": xms, "ratio": jms / xms,
@@ -257,27 +244,25 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
                "jdisc_gflops": flops / jms / 1e6 if flops else None,
                "xla_gflops": flops / xms / 1e6 if flops else None,
                "jdisc_ms_all": [1e3 * t for t in tj], "xla_ms_all": [1e3 * t for t in tx]}
+        if base:                                # memcpy_gbs or sgemm_gflops, and time ratios
+            bms = 1e3 * statistics.median(tb)
+            row.update({f"{base}_ms": bms, f"{base}_ms_all": [1e3 * t for t in tb],
+                        f"{base}_{'gbs' if base == 'memcpy' else 'gflops'}": base_work / bms / 1e6,
+                        f"jdisc_over_{base}": jms / bms, f"xla_over_{base}": xms / bms})
         if base == "memcpy":
-            bms = 1e3 * statistics.median(tb)
-            row.update(jdisc_gbs=io_bytes / jms / 1e6, xla_gbs=io_bytes / xms / 1e6,
-                       memcpy_bytes=base_work, memcpy_ms=bms, memcpy_gbs=base_work / bms / 1e6,
-                       jdisc_over_memcpy=jms / bms, memcpy_ms_all=[1e3 * t for t in tb])
-        elif base == "sgemm":
-            bms = 1e3 * statistics.median(tb)
-            row.update(sgemm_calls=len(gemm_list(wl.name, b, s)), sgemm_ms=bms,
-                       sgemm_gflops=base_work / bms / 1e6, jdisc_over_sgemm=jms / bms,
-                       xla_over_sgemm=xms / bms, sgemm_ms_all=[1e3 * t for t in tb])
+            row.update(memcpy_bytes=base_work, jdisc_gbs=io_bytes / jms / 1e6,
+                       xla_gbs=io_bytes / xms / 1e6)
         rows.append(row)
     compiles = jf.stats()["compiles"]
-    kinds = kernel_kinds(jf, args[0])
+    kinds = dict(collections.Counter(       # jdisc's kernels by kind (loop, dot, ...), most first
+        k.kind for k in jf.compiled_for(*args[0]).program.kernels).most_common())
     order = [int(i) for i in np.random.default_rng(seed).permutation(2 * len(shapes))
              % len(shapes)]
     log(f"[{wl.name}] stream of {len(order)} calls (each shape twice), jdisc then XLA, cold")
     return {"description": wl.description, "jdisc_compile_s": jdisc_compile_s,
             "jdisc_compile_seconds_stat": jf.stats()["compile_seconds"],
             "jdisc_compiles": compiles, "kernels": sum(kinds.values()), "kernel_kinds": kinds,
-            "rows": rows,
-            "geomean_ratio": geomean(r["ratio"] for r in rows),
+            "rows": rows, "geomean_ratio": geomean(r["ratio"] for r in rows),
             "stream": run_stream(wl, args, order)}
 
 
@@ -310,12 +295,10 @@ def print_table(name: str, res: dict) -> None:
           f"{xla_compile_total:.3f}")
     kinds = ", ".join(f"{n} {k}" for k, n in res["kernel_kinds"].items())
     print(f"  jdisc kernels: {res['kernels']} ({kinds})")
-    print(f"  geomean ratio jdisc/xla (steady state): {res['geomean_ratio']:.2f}"
-          + (f"   jdisc/sgemm: {geomean(r['jdisc_over_sgemm'] for r in res['rows']):.2f}"
-             f"   xla/sgemm: {geomean(r['xla_over_sgemm'] for r in res['rows']):.2f}"
-             if gemm else "")
-          + (f"   jdisc/memcpy: {geomean(r['jdisc_over_memcpy'] for r in res['rows']):.2f}"
-             if mem else ""))
+    base = "sgemm" if gemm else "memcpy" if mem else None
+    print(f"  geomean time ratio (steady state): jdisc/xla {res['geomean_ratio']:.2f}" + "".join(
+        f"   {w}/{base} {geomean(r[f'{w}_over_{base}'] for r in res['rows']):.2f}"
+        for w in ("jdisc", "xla") if base))
     print(f"  stream of {st['calls']} calls (each shape twice, cold): jdisc s {st['jdisc_s']:.3f}"
           f"   xla s {st['xla_s']:.3f}   ratio {st['ratio']:.2f}"
           f"   (jdisc compiles {st['jdisc_compiles']})")
