@@ -21,7 +21,9 @@ from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import _COMBINE, _Renderer
 
 LANES = 16
-PARALLEL_MIN_WORK = 1 << 15     # elements; below this a kernel runs on one thread
+# elements; below this a kernel runs on one thread (waking sleeping OpenMP threads costs tens of
+# microseconds, more than a small kernel takes)
+PARALLEL_MIN_WORK = 1 << 18
 # rows per scheduling chunk (~8K elements): dynamic scheduling keeps both cores busy when one
 # of them is slowed by something else, which on shared machines is the common case
 _CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
