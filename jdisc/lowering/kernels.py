@@ -9,6 +9,7 @@ plan. Every loop bound and every buffer extent comes from the symbolic shapes.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from jdisc.dynamic_passes import symbolic
@@ -54,6 +55,7 @@ class _Renderer:
         self.row_idx: Index = ()
         self.cached: dict[int, str] = {}
         self.col = "0"
+        self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
 
     # scopes follow C blocks: a temp defined in an inner loop is not visible after it
     def push(self):
@@ -112,6 +114,14 @@ class _Renderer:
         handler = getattr(self, "at_" + op.name, None)
         if handler is not None:
             return handler(op, v, idx)
+        if op.name == "divide" and id(op) in self.recip:   # x / (per-row value): one divide per row
+            x = self.load(op.operands[0], idx if op.operands[0].rank else ())
+            return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {self.recip[id(op)]})")
+        if op.name == "divide" and is_float(v.dtype):
+            inv = _exact_reciprocal(op.operands[1])
+            if inv is not None:   # dividing by a power of two: multiplying is exact
+                x = self.load(op.operands[0], idx if op.operands[0].rank else ())
+                return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {literal(inv, v.dtype)})")
         args = [self.load(x, idx if x.rank else ()) for x in op.operands]
         expr = render_scalar(op, args, [x.dtype for x in op.operands], v.dtype)
         return self.temp((v.id, idx), ctype(v.dtype), expr)
@@ -166,6 +176,21 @@ class _Renderer:
             sub.append(f"(({q}) % {self.dim(d)})" if d != 1 else "0")
             stride = stride * d
         return self.load(x, tuple(reversed(sub)))
+
+
+def _exact_reciprocal(v: Value):
+    """1/c when v is a splat float constant c that is a power of two (so x/c == x*(1/c))."""
+    op = v.producer
+    while op is not None and op.name == "broadcast_in_dim":
+        op = op.operands[0].producer
+    if op is None or op.name != "constant" or op.attrs["value"].size == 0:
+        return None
+    arr = op.attrs["value"].reshape(-1)
+    c = float(arr[0])
+    if not (arr == arr[0]).all() or c == 0 or not math.isfinite(c):
+        return None
+    mantissa, _ = math.frexp(abs(c))
+    return 1.0 / c if mantissa == 0.5 else None
 
 
 def _loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i", start: int = 0):

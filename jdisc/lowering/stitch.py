@@ -211,11 +211,24 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
 
 
 def _hoist_row_values(r: _Renderer, kernel: Kernel, level: dict[int, int], p: int) -> None:
-    """Compute, at row scope, the per-row values that phase p can already use."""
+    """Compute, at row scope, the per-row values that phase p can already use, and the
+    reciprocals of per-row divisors (x / sum becomes x * (1 / sum): within 1 ulp)."""
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values and level[v.id] <= p:
                 r.load(v, ())
+    for op in kernel.ops:
+        if op.name != "divide" or id(op) in r.recip or op.results[0].dtype not in ("f32", "f64"):
+            continue
+        src = op.operands[1]
+        while src.producer is not None and src.producer.name in ("broadcast_in_dim", "reshape") \
+                and src.id not in r.row_values and src.id not in r.accs:
+            src = src.producer.operands[0]
+        if (src.id in r.row_values or src.id in r.accs) and level.get(src.id, 0) <= p:
+            t = ctype(op.results[0].dtype)
+            name = f"inv{len(r.recip)}"
+            r.w(f"const {t} {name} = ({t})1 / {r.load(src, ())};")
+            r.recip[id(op)] = name
 
 
 def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int, str],
