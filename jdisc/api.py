@@ -19,7 +19,7 @@ from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import dtype_name
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
-from jdisc.errors import ArgumentError, DtypeError, ShapeError
+from jdisc.errors import ArgumentError, DtypeError, JdiscError, ShapeError
 from jdisc.export.exporter import ExportedFunction, export_function
 from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
                                 positional_names)
@@ -257,6 +257,18 @@ class JdiscFunction:
         fused StableHLO ops with source lines), the run-time checks, and the memory plan."""
         from jdisc.explain import explain_program
         return explain_program(self.compiled_for(*args, **kwargs).program)
+
+    def profile(self, *args, **kwargs) -> dict[str, float]:
+        """Seconds spent in each kernel so far, when compiled with JDISC_PROFILE=1."""
+        import ctypes
+        entry = self.compiled_for(*args, **kwargs)
+        lib = entry.executable.library.handle
+        if not hasattr(lib, "jd_profile"):
+            raise JdiscError("compile with JDISC_PROFILE=1 set to profile kernels")
+        names = [k.name for k in entry.program.kernels]
+        out = (ctypes.c_double * max(len(names), 1))()
+        lib.jd_profile(out)
+        return dict(zip(names, out))
 
     def stats(self) -> dict:
         return dict(self._stats)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import keyword
+import os
 import re
 
 import numpy as np
@@ -71,7 +72,15 @@ def generate(prog: Program) -> CProgram:
     guards = launcher.size_guards(sized, c_dim_name)
     launcher.emit_prepare(body, prog, dim_c, extra, guards)
     body()
-    _emit_run(body, prog, buffers, number)
+    profile = os.environ.get("JDISC_PROFILE", "") not in ("", "0")
+    if profile:
+        body(f"#include <time.h>")
+        body(f"static double jd_profile_seconds[{max(len(prog.kernels), 1)}];")
+        body("static double jd_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
+             "return t.tv_sec + 1e-9 * t.tv_nsec; }")
+        body(f"int jd_profile(double *out) {{ for (int i = 0; i < {len(prog.kernels)}; i++) "
+             f"out[i] = jd_profile_seconds[i]; return {len(prog.kernels)}; }}")
+    _emit_run(body, prog, buffers, number, profile)
     text = body.text()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     head = CWriter()
@@ -90,7 +99,8 @@ def generate(prog: Program) -> CProgram:
         head(f"#include <{inc}>")
     head()
     source = (head.text() + symbolic.C_PRELUDE + "\n" + c_prelude() + "\n"
-              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + text)
+              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + launcher.ARENA + "\n"
+              + text)
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in prog.kernels))
 
@@ -168,7 +178,7 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
 
 
 def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
-              number: dict[int, int]) -> None:
+              number: dict[int, int], profile: bool = False) -> None:
     results = prog.body.results
     with w.block("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
                  "void *const *restrict outs, char *err, int64_t errlen)"):
@@ -189,10 +199,13 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         arena = plan.arena_bytes
         w("int status = 0;")
         w(f"char *arena = NULL;")
+        if profile:
+            w("double jd_t0;")
+        w("int arena_cached = 0;")
         if not (isinstance(arena, int) and arena == 0):
             w(f"const size_t arena_bytes = (size_t)({dim_c(arena)});")
-            with w.block("if (posix_memalign((void **)&arena, 64, arena_bytes + 64) != 0)"):
-                w("arena = NULL;")
+            w("arena = jd_arena_get(arena_bytes + 64, &arena_cached);")
+            with w.block("if (!arena)"):
                 w("status = jd_error(err, errlen, \"out of memory for the %zu-byte arena\", "
                   "arena_bytes);")
                 w("goto done;")
@@ -212,14 +225,18 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                 guard = " && ".join(f"({dim_c(a)} == {dim_c(b)})" for a, b in speculation_guards(k))
                 call = (f"(({guard}) ? {k.name}_v0({', '.join(args)}) "
                         f": {k.name}_v1({', '.join(args)}))")
+            if profile:
+                w(f"jd_t0 = jd_now();")
             with w.block(f"if ({call})"):
                 w(f"status = jd_error(err, errlen, \"out of memory in kernel {k.name}\");")
                 w("goto done;")
+            if profile:
+                w(f"jd_profile_seconds[{idx}] += jd_now() - jd_t0;")
         for i, v in enumerate(results):
             if direct.get(v.id) != i:
                 w(f"memcpy(outs[{i}], {buffers[v.id]}, {launcher.buffer_bytes(v, dim_c)});")
         w("done:")
-        w("free(arena);")
+        w("jd_arena_put(arena, arena_cached);")
         w("return status;")
 
 

@@ -167,15 +167,49 @@ class _Renderer:
         return self.load(op.operands[0], tuple(sub))
 
     def at_reshape(self, op: Op, v: Value, idx: Index) -> str:
+        """Dims are matched in groups of equal size; within a group the index is linearised
+        over the result dims and split over the operand dims (no division for a group whose
+        operand side is one dim: [B, S, 768] -> [B, S, 12, 64] costs one multiply-add)."""
         x = op.operands[0]
-        lin = self.linear(idx, v.shape)
-        sub = []
-        stride: Dim = 1
-        for d in reversed(x.shape):
-            q = lin if stride == 1 else f"({lin}) / {self.dim(stride)}"
-            sub.append(f"(({q}) % {self.dim(d)})" if d != 1 else "0")
-            stride = stride * d
-        return self.load(x, tuple(reversed(sub)))
+        sub: list[str] = []
+        for out_dims, in_dims in _reshape_groups(v.shape, x.shape):
+            lin = self.linear(tuple(idx[i] for i in out_dims), [v.shape[i] for i in out_dims])
+            stride: Dim = 1
+            parts = []
+            for j in reversed(in_dims):
+                d = x.shape[j]
+                q = lin if stride == 1 else f"({lin}) / {self.dim(stride)}"
+                parts.append("0" if d == 1 else q if j == in_dims[0] else
+                             f"(({q}) % {self.dim(d)})")
+                stride = stride * d
+            sub.extend(reversed(parts))
+        return self.load(x, tuple(sub))
+
+
+def _reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:
+    """Split two shapes into consecutive groups of provably equal element counts; when no
+    finer split is provable, one group holds everything."""
+    groups, i, j = [], 0, 0
+    while i < len(out_shape) or j < len(in_shape):
+        oi, ij = [i] if i < len(out_shape) else [], [j] if j < len(in_shape) else []
+        po: Dim = out_shape[i] if oi else 1
+        pi: Dim = in_shape[j] if ij else 1
+        i, j = i + len(oi), j + len(ij)
+        while symbolic.prove_eq(po, pi) is not True:
+            grow_out = i < len(out_shape) and (j >= len(in_shape) or symbolic.prove_le(
+                po, pi) is True)
+            if grow_out:
+                oi.append(i)
+                po = po * out_shape[i]
+                i += 1
+            elif j < len(in_shape):
+                ij.append(j)
+                pi = pi * in_shape[j]
+                j += 1
+            else:   # cannot match: fall back to one group over everything
+                return [(list(range(len(out_shape))), list(range(len(in_shape))))]
+        groups.append((oi, ij))
+    return groups
 
 
 def _exact_reciprocal(v: Value):
