@@ -98,14 +98,26 @@ def _describe(spec) -> str:
     return "(" + ", ".join(spec.axes.get(i, str(d)) for i, d in enumerate(spec.shape)) + ")"
 
 
-def compile_exported(exported: ExportedFunction):
-    """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
+def program_of(exported: ExportedFunction):
+    """StableHLO + symbolic signature -> jdisc IR after every pass (no C compiler involved)."""
     kept_leaves = [exported.leaves[i] for i in exported.kept_inputs]
     in_shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
                  for shape in exported.in_shapes]
-    prog = compile_stablehlo_to_ir(exported.module, name=exported.name,
+    return compile_stablehlo_to_ir(exported.module, name=exported.name,
                                    input_names=[l.name for l in kept_leaves],
                                    input_shapes=in_shapes, output_names=exported.out_names)
+
+
+def lower_to_ir(fun: Callable, *args, dynamic_axes: Any = None, constraints: Sequence[str] = ()):
+    """The IR jdisc.jit would compile for these (dynamic, positional) arguments."""
+    names = positional_names(fun, len(args))
+    leaves, in_tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
+    return program_of(export_function(fun, leaves, in_tree, constraints))
+
+
+def compile_exported(exported: ExportedFunction):
+    """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
+    prog = program_of(exported)
     cprog = generate(prog)
     dump("kernels.c", cprog.source, prog.name)
     return prog, cprog, runtime.load(cprog)

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Program
+from jdisc.dynamic_passes.ir import Program, format_signature
 
 
 def explain_program(prog: Program) -> str:
-    lines = [f"jdisc program '{prog.name}'"]
-    for spec in prog.inputs:
-        lines.append(f"  in   {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
-    for spec in prog.outputs:
-        lines.append(f"  out  {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    lines = [f"jdisc program '{prog.name}'"] + format_signature(prog)
     kinds: dict[str, int] = {}
     for k in prog.kernels:
         kinds[k.kind] = kinds.get(k.kind, 0) + 1

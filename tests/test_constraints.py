@@ -10,21 +10,13 @@ from hypothesis import strategies as st
 from jdisc import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
-from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
-from jdisc.export.exporter import export_function
-from jdisc.export.specs import leaf_specs, normalize_dynamic_axes
+from jdisc.api import lower_to_ir
 
 B, S, X, seq = symbolic.var("B"), symbolic.var("S"), symbolic.var("X"), symbolic.var("seq")
 
 
 def to_ir(fn, dynamic_axes, *args, constraints=()):
-    names = [f"a{i}" for i in range(len(args))]
-    leaves, tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
-    exp = export_function(fn, leaves, tree, constraints)
-    shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in s)
-              for s in exp.in_shapes]
-    return compile_stablehlo_to_ir(exp.module, exp.name, input_shapes=shapes,
-                                   input_names=[leaves[i].name for i in exp.kept_inputs])
+    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
 # ---- from real programs -----------------------------------------------------------------------

@@ -8,23 +8,15 @@ import pytest
 from jdisc import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import walk
-from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
 from jdisc.errors import UnsupportedOpError
-from jdisc.export.exporter import export_function
-from jdisc.export.specs import leaf_specs, normalize_dynamic_axes
+from jdisc.api import lower_to_ir
 from jdisc.lowering.codegen import generate
 
 B, S = symbolic.var("B"), symbolic.var("S")
 
 
 def to_ir(fn, dynamic_axes, *args, constraints=()):
-    names = [f"a{i}" for i in range(len(args))]
-    leaves, tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
-    exp = export_function(fn, leaves, tree, constraints)
-    shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in s)
-              for s in exp.in_shapes]
-    return compile_stablehlo_to_ir(exp.module, exp.name, input_shapes=shapes,
-                                   input_names=[leaves[i].name for i in exp.kept_inputs])
+    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
 def test_bert_output_shape_and_no_dynamic_ops_left():

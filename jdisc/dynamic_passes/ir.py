@@ -195,13 +195,16 @@ def format_block(block: Block, indent: str = "  ") -> list[str]:
     return lines
 
 
+def format_signature(prog: Program) -> list[str]:
+    """One line per input and output: name, dtype and symbolic shape."""
+    return ([f"  in   {s.name}: {s.dtype}[{', '.join(map(str, s.shape))}]" for s in prog.inputs]
+            + [f"  out  {s.name}: {s.dtype}[{', '.join(map(str, s.shape))}]"
+               for s in prog.outputs])
+
+
 def format_program(prog: Program) -> str:
     """A readable dump of the program (what JDISC_DUMP_DIR writes after each pass)."""
-    out = [f"program {prog.name}"]
-    for spec in prog.inputs:
-        out.append(f"  input  {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
-    for spec in prog.outputs:
-        out.append(f"  output {spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]")
+    out = [f"program {prog.name}"] + format_signature(prog)
     for name, h in prog.derived:
         out.append(f"  derived {name} = {h}")
     for c in prog.checks:
