@@ -123,3 +123,26 @@ def test_memory_reuse_with_sizes_that_would_collide(rng):
         x = rng.standard_normal((b, s, 16)).astype(np.float32)
         assert_close(jf(x, w), jax.jit(f)(x, w), 2e-5)
     assert jf.stats()["compiles"] == 1
+
+
+def test_multi_output_fusion_of_siblings(rng):
+    def f(x, y):
+        return jnp.tanh(x) * y, x + 2 * y      # two outputs over the same shape, same inputs
+    prog = to_ir(f, ({0: "N"}, {0: "N"}), np.ones((3, 8), np.float32), np.ones((3, 8), np.float32))
+    assert kernel_kinds(prog) == ["loop"] and len(prog.kernels[0].outputs) == 2
+    jf = jdisc.jit(f, dynamic_axes=({0: "N"}, {0: "N"}))
+    for n in (1, 7, 300):
+        x, y = rng.standard_normal((2, n, 8)).astype(np.float32)
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, 2e-6), jf(x, y), jax.jit(f)(x, y))
+
+
+def test_multi_output_fusion_keeps_dependencies(rng):
+    # b depends on a reduction computed after a; merging b into a's kernel would read it early
+    def f(x):
+        a = x * 2
+        m = jnp.max(x, axis=1, keepdims=True)
+        return a, x - m
+    jf = jdisc.jit(f, dynamic_axes=({0: "N"},))
+    for n in (1, 5):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, 0), jf(x), jax.jit(f)(x))

@@ -283,21 +283,66 @@ def plan_kernels(prog: Program) -> Program:
             if not bad:
                 break
             forced |= bad
+        clusters = _merge_siblings(groups, order)
     finally:
         _PROVER.eq = symbolic.prove_eq
     kernels: list[Kernel] = []
-    for g in groups:
-        root = g.root
+    for cluster in clusters:
+        g = cluster[-1]
         kind = g.kind
-        ops = sorted(_free_producers(g.ops) + g.ops, key=lambda o: order[id(o)])
-        if kind == "loop" and root.name == "reshape" and len(g.ops) == 1 and not _free_value(
-                root.operands[0]):
+        group_ops = [op for member in cluster for op in member.ops]
+        ops = sorted(_free_producers(group_ops) + group_ops, key=lambda o: order[id(o)])
+        if kind == "loop" and _is_alias(g):
             kind = "alias"   # same bytes, new shape: no kernel runs
-        name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(g.ops))}"
-        kernels.append(Kernel(name, kind, ops, list(root.results), _inputs_of(ops),
-                              g.row_rank or 0))
+        name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(group_ops))}"
+        outputs = [member.root.results[0] for member in cluster] if len(cluster) > 1 \
+            else list(g.root.results)
+        kernels.append(Kernel(name, kind, ops, outputs, _inputs_of(ops), g.row_rank or 0))
     prog.kernels = kernels
     return prog
+
+
+def _is_alias(g: _Group) -> bool:
+    return g.root.name == "reshape" and len(g.ops) == 1 and not _free_value(g.root.operands[0])
+
+
+def _merge_siblings(groups: list[_Group], order: dict[int, int]) -> list[list[_Group]]:
+    """Multi-output fusion: loop kernels over the same shape that read a common buffer and do
+    not depend on each other become one kernel writing several outputs (each input is read
+    once per element instead of once per kernel)."""
+    clusters: list[list[_Group]] = []
+    readers: list[set[int]] = []          # per cluster: ids of buffers its kernels read
+
+    def reads(g: _Group) -> set[int]:
+        return {v.id for v in _inputs_of(g.ops)}
+
+    for g in groups:
+        mine = reads(g)
+        target = None
+        if g.kind == "loop" and not _is_alias(g) and len(g.root.results) == 1:
+            out = g.root.results[0]
+            for ci in range(len(clusters) - 1, -1, -1):
+                c = clusters[ci]
+                head = c[-1]
+                produced = {m.root.results[0].id for m in c}
+                later_read = any(produced & readers[j] for j in range(ci + 1, len(clusters)))
+                needs_later = any(mine & {r.id for m in clusters[j] for r in m.root.results}
+                                  for j in range(ci + 1, len(clusters)))
+                if later_read or needs_later or produced & mine:
+                    break   # merging would reorder a dependency: g runs where the cluster runs
+                if head.kind == "loop" and not _is_alias(head) and \
+                        (head.row_rank or 0) == (g.row_rank or 0) and readers[ci] & mine and \
+                        head.root.results[0].rank == out.rank and all(
+                            _same(a, b) for a, b in zip(head.root.results[0].shape, out.shape)):
+                    target = ci
+                    break
+        if target is None:
+            clusters.append([g])
+            readers.append(mine)
+        else:
+            clusters[target].append(g)
+            readers[target] |= mine
+    return clusters
 
 
 def _free_value(v: Value) -> bool:

@@ -82,13 +82,15 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     r = _Renderer(w, inputs, dim, assume)
     out = kernel.outputs[0]
     if out.rank == 0:
-        w(f"{outputs[0]}[0] = {r.load(out, ())};")
+        for v, name in zip(kernel.outputs, outputs):
+            w(f"{name}[0] = {r.load(v, ())};")
         return
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
     r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
+    written = {v.id for v in kernel.outputs}
     r.row_values = {v.id for op in kernel.ops for v in op.results
-                    if _is_row_value(v, rows_dims) and v.id != out.id}
+                    if _is_row_value(v, rows_dims) and v.id not in written}
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values:
@@ -97,7 +99,8 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     w.level += 1
     r.push()
     idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
-    w(f"{outputs[0]}[row * n_cols + c] = {r.load(out, idx)};")
+    for v, name in zip(kernel.outputs, outputs):   # several outputs: multi-output fusion
+        w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
     r.pop()
     _close(w)
     _close(w)
