@@ -56,6 +56,8 @@ class Compiled:
 
     @staticmethod
     def _as_array(x: Any, spec) -> np.ndarray:
+        if isinstance(x, jax.Array) and x.dtype == spec.dtype and x.ndim == len(spec.shape):
+            return np.asarray(x)      # the common case: a CPU jax.Array, read in place
         if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
             arr = np.asarray(x, dtype=spec.dtype)    # weakly typed Python scalar
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -38,34 +39,48 @@ class Executable:
         self._out_ranks = [len(s.shape) for s in cprog.outputs]
         self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
         self._n_dims = max(len(cprog.dim_vars), 1)
+        self._local = threading.local()
         lib.jd_set_num_threads.argtypes = [ctypes.c_int]
         lib.jd_set_num_threads(num_threads())
 
+    def _scratch(self) -> "_Scratch":
+        """Per-thread reusable argument buffers (calls from several threads never share)."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = _Scratch(self._n_dims, sum(self._out_ranks))
+        return scratch
+
     def prepare(self, shapes: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
         """Dimension-variable values and output shapes for these input shapes (checks them)."""
-        in_dims = np.fromiter((d for s in shapes for d in s), dtype=np.int64)
-        dims = np.zeros(self._n_dims, np.int64)
-        out_dims = np.zeros(max(sum(self._out_ranks), 1), np.int64)
-        err = ctypes.create_string_buffer(_ERR_LEN)
-        if self._prepare(in_dims.ctypes.data, dims.ctypes.data, out_dims.ctypes.data, err,
-                         _ERR_LEN):
-            raise ShapeError(err.value.decode(errors="replace"))
+        sc = self._scratch()
+        in_dims = np.array([d for s in shapes for d in s] or [0], dtype=np.int64)
+        if self._prepare(in_dims.ctypes.data, sc.dims_p, sc.out_dims_p, sc.err, _ERR_LEN):
+            raise ShapeError(sc.err.value.decode(errors="replace"))
+        flat = sc.out_dims.tolist()
         shapes_out, pos = [], 0
         for r in self._out_ranks:
-            shapes_out.append(tuple(int(d) for d in out_dims[pos:pos + r]))
+            shapes_out.append(tuple(flat[pos:pos + r]))
             pos += r
-        return dims, shapes_out
+        return sc.dims, shapes_out
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """`arrays` must already be C-contiguous with the compiled dtypes and ranks."""
-        dims, out_shapes = self.prepare([a.shape for a in arrays])
+        _, out_shapes = self.prepare([a.shape for a in arrays])
+        sc = self._scratch()
         outs = [np.empty(s, dt) for s, dt in zip(out_shapes, self._out_dtypes)]
-        ins_p = (_P * max(len(arrays), 1))(*[a.__array_interface__["data"][0] for a in arrays])
-        outs_p = (_P * max(len(outs), 1))(*[o.__array_interface__["data"][0] for o in outs])
-        err = ctypes.create_string_buffer(_ERR_LEN)
-        if self._run(dims.ctypes.data, ins_p, outs_p, err, _ERR_LEN):
-            raise RuntimeCheckError(err.value.decode(errors="replace"))
+        ins_p = (_P * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        outs_p = (_P * max(len(outs), 1))(*[o.ctypes.data for o in outs])
+        if self._run(sc.dims_p, ins_p, outs_p, sc.err, _ERR_LEN):
+            raise RuntimeCheckError(sc.err.value.decode(errors="replace"))
         return outs
+
+
+class _Scratch:
+    def __init__(self, n_dims: int, n_out_dims: int):
+        self.dims = np.zeros(max(n_dims, 1), np.int64)
+        self.out_dims = np.zeros(max(n_out_dims, 1), np.int64)
+        self.dims_p, self.out_dims_p = self.dims.ctypes.data, self.out_dims.ctypes.data
+        self.err = ctypes.create_string_buffer(_ERR_LEN)
 
 
 _ZERO_COPY_MIN_BYTES = 1 << 20
@@ -79,7 +94,7 @@ def to_jax(arr: np.ndarray):
             return jax.dlpack.from_dlpack(arr)
         except Exception:   # e.g. an alignment XLA does not accept: copy instead
             pass
-    return jax.device_put(arr)
+    return jax.device_put(arr)   # (jnp.asarray would compile a conversion per shape)
 
 
 def num_threads() -> int:
