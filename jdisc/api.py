@@ -10,6 +10,7 @@ import functools
 import inspect
 import threading
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -19,7 +20,7 @@ from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import dtype_name
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
-from jdisc.errors import ArgumentError, DtypeError, JdiscError, ShapeError
+from jdisc.errors import ArgumentError, DtypeError, JdiscError, ShapeError, UnsupportedOpError
 from jdisc.export.exporter import ExportedFunction, export_function
 from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
                                 positional_names)
@@ -96,6 +97,13 @@ class Compiled:
                 seen.setdefault(name, (spec.name, axis, size))
 
 
+class _XlaFallback:
+    """What a jdisc.jit(..., fallback="xla") function runs when jdisc cannot compile it."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+
 def _describe(spec) -> str:
     return "(" + ", ".join(spec.axes.get(i, str(d)) for i, d in enumerate(spec.shape)) + ")"
 
@@ -129,7 +137,11 @@ class JdiscFunction:
     """What `jdisc.jit` returns: call it like the original function."""
 
     def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
-                 static_argnums: Sequence[int], static_argnames: Sequence[str]):
+                 static_argnums: Sequence[int], static_argnames: Sequence[str],
+                 fallback: str | None = None):
+        if fallback not in (None, "xla"):
+            raise ArgumentError(f"fallback must be None or 'xla', got {fallback!r}")
+        self.fallback = fallback
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.dynamic_axes = dynamic_axes
@@ -248,7 +260,15 @@ class JdiscFunction:
             with self._lock:
                 entry = self._compiled.get(key)
                 if entry is None:
-                    entry = self._compile(args, kwargs, key, dynamic, names, fun)
+                    try:
+                        entry = self._compile(args, kwargs, key, dynamic, names, fun)
+                    except UnsupportedOpError as err:
+                        if self.fallback != "xla":
+                            raise
+                        warnings.warn(f"jdisc: running {self.__name__} with jax.jit instead "
+                                      f"(fallback='xla'): {err}", stacklevel=3)
+                        entry = _XlaFallback(jax.jit(fun))
+                        self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
                     self._compiled[key] = entry
         return entry, dynamic
 
@@ -258,6 +278,9 @@ class JdiscFunction:
 
     def __call__(self, *args, **kwargs):
         entry, dynamic = self._entry(args, kwargs)
+        if isinstance(entry, _XlaFallback):
+            self._stats["calls"] += 1
+            return entry.fn(*dynamic)
         flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
         if treedef != entry.in_tree:
             raise ArgumentError(f"{self.__name__} was compiled for arguments structured as "
@@ -290,12 +313,14 @@ class JdiscFunction:
 
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = ()):
+        static_argnames: str | Sequence[str] = (), fallback: str | None = None):
     """Compile `fun` once for symbolic shapes; every later shape runs the same program.
 
     `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
     those), or a dict keyed by parameter name. Axes that share a name must be equal.
     `constraints`: jax.export constraint strings such as `"seq % 8 == 0"`.
+    `fallback="xla"`: if jdisc cannot compile the function (UnsupportedOpError), warn once and
+    run it with `jax.jit` instead (which compiles per shape).
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
@@ -303,6 +328,7 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         static_argnames = (static_argnames,)
 
     def wrap(f: Callable) -> JdiscFunction:
-        return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames)
+        return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames,
+                             fallback)
 
     return wrap if fun is None else wrap(fun)

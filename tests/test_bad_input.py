@@ -121,3 +121,19 @@ def test_sizes_that_would_overflow_are_refused_before_any_allocation():
         exe.prepare([(2**40,), (2**40,)])   # shapes only: nothing is allocated
     dims, out_shapes = exe.prepare([(5,), (7,)])
     assert out_shapes == [(5, 7)]
+
+
+def test_fallback_to_xla_warns_once_and_runs():
+    def f(x):
+        return jnp.sort(x) * 2
+    jf = jdisc.jit(f, dynamic_axes=({0: "N"},), fallback="xla")
+    x = np.array([3, 1, 2], np.float32)
+    with pytest.warns(UserWarning, match="stablehlo.sort"):
+        np.testing.assert_array_equal(np.asarray(jf(x)), [2, 4, 6])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no second warning
+        np.testing.assert_array_equal(np.asarray(jf(np.ones(5, np.float32))), 2)
+    assert jf.stats()["fallbacks"] == 1
+    with pytest.raises(jdisc.ArgumentError, match="fallback"):
+        jdisc.jit(f, fallback="numpy")
