@@ -39,6 +39,10 @@ def resolve_dynamic_ops(prog: Program) -> Program:
             op.name, op.operands = "reshape", op.operands[:1]
         elif op.name == "dynamic_iota":
             op.name, op.operands = "iota", []
+        elif op.name == "dynamic_pad":
+            op.name, op.operands = "pad", op.operands[:2]      # padding set by propagate_shapes
+        elif op.name == "dynamic_gather":
+            op.name, op.operands = "gather", op.operands[:2]   # slice sizes set likewise
         elif op.name == "real_dynamic_slice":
             op.name, op.operands = "slice", op.operands[:1]   # bounds set by propagate_shapes
         kept.append(op)

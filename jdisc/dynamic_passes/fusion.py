@@ -32,7 +32,8 @@ from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 # Producers duplicated into every consumer: they cost an index computation, no memory.
 FREE_OPS = frozenset({"iota", "dim_constant"})
 # Index-arithmetic and elementwise ops a loop nest can evaluate at any index.
-LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "select", "clamp"}
+LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "select", "clamp",
+                          "reverse", "pad", "dynamic_slice", "dynamic_update_slice", "gather"}
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",
@@ -261,10 +262,10 @@ def _validate(g: _Group, order: dict[int, int]) -> set[int]:
                 dims = op.attrs["broadcast_dimensions"]
                 ok = _same(_numel(x), row_n) and tuple(dims[:k]) == tuple(range(k)) and all(
                     x.shape[j] == 1 for j in range(k, x.rank))
-        elif op.name in ("transpose", "slice", "concatenate") and not is_row:
-            ok = False
         elif op.name == "reshape" and not is_row:
             ok = False
+        elif op.name not in ELEMENTWISE | {"select", "clamp", "broadcast_in_dim", "reshape"}:
+            ok = False   # index-moving ops must not read per-row results across rows
         if not ok:
             bad |= dep
     return bad

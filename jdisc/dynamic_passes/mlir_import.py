@@ -135,6 +135,14 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
                 "rhs_batch": tuple(dn.rhs_batching_dimensions),
                 "lhs_contract": tuple(dn.lhs_contracting_dimensions),
                 "rhs_contract": tuple(dn.rhs_contracting_dimensions)}
+    if name == "dimension_numbers" and str(a).startswith("#stablehlo.gather"):
+        dn = stablehlo.GatherDimensionNumbers(a)
+        return {"offset_dims": tuple(dn.offset_dims),
+                "collapsed_slice_dims": tuple(dn.collapsed_slice_dims),
+                "operand_batching_dims": tuple(dn.operand_batching_dims),
+                "start_indices_batching_dims": tuple(dn.start_indices_batching_dims),
+                "start_index_map": tuple(dn.start_index_map),
+                "index_vector_dim": dn.index_vector_dim}
     if isinstance(a, ir.DenseIntElementsAttr):
         return tuple(int(x) for x in np.array(ir.DenseIntElementsAttr(a)).ravel())
     return str(a)   # kept verbatim; ops that need it fail clearly in check_supported

@@ -17,7 +17,7 @@ import numpy as np
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, walk
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.errors import JdiscError, ShapeError
+from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
 
 MAX_SYM_ELEMENTS = 16   # integer tensors up to this size have their contents tracked
 
@@ -304,6 +304,67 @@ class _Propagator:
                         f"stablehlo.{op.name} at {op.loc}: axis {axis} {what} out of range")))
             out.append(symbolic.floordiv(b - a + c - 1, c))
         return tuple(out)
+
+    def shape_reverse(self, op):
+        return [op.operands[0].shape]
+
+    def shape_pad(self, op):
+        x = op.operands[0]
+        out = []
+        for d, lo, hi, it in zip(x.shape, op.attrs["edge_padding_low"],
+                                 op.attrs["edge_padding_high"], op.attrs["interior_padding"]):
+            out.append(lo + hi + d + symbolic.dmax(d - 1, 0) * it)
+        return [tuple(out)]
+
+    def shape_dynamic_pad(self, op):
+        x, _, lo, hi, it = op.operands
+        op.attrs.update(edge_padding_low=self.require_sym(op, lo, "edge_padding_low"),
+                        edge_padding_high=self.require_sym(op, hi, "edge_padding_high"),
+                        interior_padding=self.require_sym(op, it, "interior_padding"))
+        for i, v in enumerate(op.attrs["interior_padding"]):
+            if symbolic.prove_ge(v, 0) is not True:
+                self.prog.checks.append(Check(v, ">=", 0, f"stablehlo.dynamic_pad at {op.loc}: "
+                                              f"interior padding of axis {i} is negative"))
+        return self.shape_pad(op)
+
+    def shape_dynamic_slice(self, op):
+        x = op.operands[0]
+        sizes = op.attrs["slice_sizes"]
+        for i, (d, n) in enumerate(zip(x.shape, sizes)):
+            if symbolic.prove_le(n, d) is not True:
+                self.prog.checks.append(Check(n, "<=", d, f"stablehlo.dynamic_slice at {op.loc}: "
+                                              f"slice size of axis {i} exceeds the operand"))
+        return [tuple(sizes)]
+
+    def shape_dynamic_update_slice(self, op):
+        x, u = op.operands[:2]
+        for i, (d, n) in enumerate(zip(x.shape, u.shape)):
+            if symbolic.prove_le(n, d) is not True:
+                self.prog.checks.append(Check(n, "<=", d, (
+                    f"stablehlo.dynamic_update_slice at {op.loc}: the update's axis {i} "
+                    f"exceeds the operand")))
+        return [x.shape]
+
+    def shape_gather(self, op):
+        x, idx = op.operands[:2]
+        dn = op.attrs["dimension_numbers"]
+        sizes = op.attrs["slice_sizes"]
+        for i, (d, n) in enumerate(zip(x.shape, sizes)):
+            if symbolic.prove_le(n, d) is not True:
+                self.prog.checks.append(Check(n, "<=", d, f"stablehlo.gather at {op.loc}: "
+                                              f"slice size of axis {i} exceeds the operand"))
+        batch = [d for i, d in enumerate(idx.shape) if i != dn["index_vector_dim"]]
+        offsets = [n for i, n in enumerate(sizes) if i not in dn["collapsed_slice_dims"]
+                   and i not in dn["operand_batching_dims"]]
+        rank = len(batch) + len(offsets)
+        out, b, o = [], iter(batch), iter(offsets)
+        for i in range(rank):
+            out.append(next(o) if i in dn["offset_dims"] else next(b))
+        return [tuple(out)]
+
+    def shape_dynamic_gather(self, op):
+        op.attrs["slice_sizes"] = self.require_sym(op, op.operands[2], "slice_sizes")
+        return self.shape_gather(op)
 
     def shape_select(self, op):
         return [self.elementwise(Op("select", op.operands[1:], [], loc=op.loc))]

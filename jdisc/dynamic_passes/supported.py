@@ -15,7 +15,8 @@ SUPPORTED_OPS = frozenset({
     "round_nearest_even", "round_nearest_afz",
     # data movement and creation
     "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape", "transpose",
-    "concatenate", "slice",
+    "concatenate", "slice", "reverse", "pad", "dynamic_pad", "dynamic_slice",
+    "dynamic_update_slice", "gather", "dynamic_gather",
     # reductions and contractions
     "reduce", "dot_general",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
@@ -41,6 +42,8 @@ def check_supported(prog: Program) -> Program:
 
 assert SUPPORTED_OPS - {"constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
                         "transpose", "concatenate", "slice", "reduce", "dot_general",
-                        "select", "clamp", "get_dimension_size",
+                        "select", "clamp", "get_dimension_size", "reverse", "pad",
+                        "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",
+                        "dynamic_gather",
                         "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
                         "real_dynamic_slice", "shape_assertion"} <= ELEMENTWISE

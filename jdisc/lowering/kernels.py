@@ -31,7 +31,8 @@ def kernel_dim_vars(kernel: Kernel) -> list[str]:
         for v in list(op.operands) + list(op.results):
             for d in v.shape:
                 names |= symbolic.variables(d)
-        for key in ("values", "start_indices", "limit_indices", "strides"):
+        for key in ("values", "start_indices", "limit_indices", "strides", "slice_sizes",
+                    "edge_padding_low", "edge_padding_high", "interior_padding"):
             for d in op.attrs.get(key) or ():
                 names |= symbolic.variables(d)
     return sorted(names)
@@ -184,6 +185,98 @@ class _Renderer:
                 stride = stride * d
             sub.extend(reversed(parts))
         return self.load(x, tuple(sub))
+
+
+    # -- index-moving ops that may read nothing: rendered inside an `if` ----------------------
+    def _guarded(self, v: Value, idx: Index, cond: str, fallback: str, read) -> str:
+        """`cond ? read() : fallback`, where read() may only run (and load) when cond holds."""
+        found = self._lookup((v.id, idx))
+        if found is not None:
+            return found
+        name = f"t{self.count}"
+        self.count += 1
+        self.w(f"{ctype(v.dtype)} {name} = {fallback};")
+        self.w(f"if ({cond}) {{")
+        self.w.level += 1
+        self.push()
+        self.w(f"{name} = {read()};")
+        self.pop()
+        self.w.level -= 1
+        self.w("}")
+        self.scopes[-1][(v.id, idx)] = name
+        return name
+
+    def at_reverse(self, op: Op, v: Value, idx: Index) -> str:
+        dims = set(op.attrs["dimensions"])
+        sub = tuple(f"({self.dim(d)} - 1 - {i})" if k in dims else i
+                    for k, (i, d) in enumerate(zip(idx, v.shape)))
+        return self.load(op.operands[0], sub)
+
+    def at_pad(self, op: Op, v: Value, idx: Index) -> str:
+        x, pad = op.operands
+        conds, sub = [], []
+        for k, (i, n, lo, it) in enumerate(zip(idx, x.shape, op.attrs["edge_padding_low"],
+                                              op.attrs["interior_padding"])):
+            t = f"({i} - {self.dim(lo)})"
+            step = self.dim(it + 1) if not isinstance(it, int) else str(it + 1)
+            if it == 0:
+                conds.append(f"{t} >= 0 && {t} < {self.dim(n)}")
+                sub.append(t)
+            else:
+                conds.append(f"{t} >= 0 && {t} % {step} == 0 && {t} / {step} < {self.dim(n)}")
+                sub.append(f"({t} / {step})")
+        cond = " && ".join(f"({c})" for c in conds) or "1"
+        return self._guarded(v, idx, cond, self.load(pad, ()),
+                             lambda: self.load(x, tuple(sub)))
+
+    def _starts(self, op: Op, starts, sizes, shape) -> list[str]:
+        """Start indices read from their scalar operands, clamped like StableHLO does."""
+        out = []
+        for s_val, size, n in zip(starts, sizes, shape):
+            s = self.load(s_val, ())
+            hi = self.dim(n - size)
+            out.append(self.temp(("start", s_val.id, str(size)), "int64_t",
+                                 f"jd_max(0, jd_min((int64_t)({s}), {hi}))"))
+        return out
+
+    def at_dynamic_slice(self, op: Op, v: Value, idx: Index) -> str:
+        x = op.operands[0]
+        starts = self._starts(op, op.operands[1:], op.attrs["slice_sizes"], x.shape)
+        return self.load(x, tuple(f"({s} + {i})" for s, i in zip(starts, idx)))
+
+    def at_dynamic_update_slice(self, op: Op, v: Value, idx: Index) -> str:
+        x, u = op.operands[:2]
+        starts = self._starts(op, op.operands[2:], u.shape, x.shape)
+        rel = [f"({i} - {s})" for i, s in zip(idx, starts)]
+        cond = " && ".join(f"({r} >= 0 && {r} < {self.dim(n)})" for r, n in zip(rel, u.shape))
+        return self._guarded(v, idx, cond or "1", self.load(x, idx),
+                             lambda: self.load(u, tuple(rel)))
+
+    def at_gather(self, op: Op, v: Value, idx: Index) -> str:
+        x, indices = op.operands[:2]
+        dn = op.attrs["dimension_numbers"]
+        sizes = op.attrs["slice_sizes"]
+        ivd = dn["index_vector_dim"]
+        batch_out = [i for i in range(v.rank) if i not in dn["offset_dims"]]
+        batch_idx = [idx[i] for i in batch_out]
+        full = ["0"] * x.rank
+        for k, dim_k in enumerate(dn["start_index_map"]):
+            where = list(batch_idx)
+            if ivd < indices.rank:
+                where.insert(ivd, str(k))
+            s = self.load(indices, tuple(where))
+            full[dim_k] = self.temp(("gstart", indices.id, tuple(where), dim_k), "int64_t",
+                                    f"jd_max(0, jd_min((int64_t)({s}), "
+                                    f"{self.dim(x.shape[dim_k] - sizes[dim_k])}))")
+        index_dims = [d for d in range(indices.rank) if d != ivd]
+        for obd, sbd in zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]):
+            full[obd] = batch_idx[index_dims.index(sbd)]
+        offset_operand_dims = [d for d in range(x.rank) if d not in dn["collapsed_slice_dims"]
+                               and d not in dn["operand_batching_dims"]]
+        for j, d in enumerate(offset_operand_dims):
+            o = idx[dn["offset_dims"][j]]
+            full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
+        return self.load(x, tuple(full))
 
 
 def _reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:

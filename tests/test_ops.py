@@ -1,0 +1,79 @@
+"""Differential tests of data-movement ops (gather, slices, pads, reverse, dynamic slices)
+against jax.jit, each at several values of its dynamic dims. Results are bit-exact: these ops
+only move values."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from conftest import assert_close
+
+
+def check(fn, dynamic_axes, make_args, sizes, constraints=(), tol=0.0):
+    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
+    for n in sizes:
+        args = make_args(n)
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, f"n={n}"),
+                               jf(*args), jax.jit(fn)(*args))
+    assert jf.stats()["compiles"] == 1
+
+
+def mat(rng, rows, cols=7):
+    return rng.standard_normal((rows, cols)).astype(np.float32)
+
+
+def test_numpy_style_slicing_of_dynamic_axes(rng):
+    # x[:, 1:] and x[-1] on dynamic axes lower to dynamic_gather
+    check(lambda x: (x[:, 1:], x[-1], x[:, 3], x[1:, ::2]), ({0: "B"},),
+          lambda n: (mat(rng, n),), [2, 5, 31], constraints=("B >= 2",))
+    check(lambda x: x[:, 1:] * 2, ({0: "B", 1: "S"},),
+          lambda n: (mat(rng, 3, n),), [1, 2, 40])
+
+
+def test_reverse_and_pad(rng):
+    check(lambda x: (jnp.flip(x), jnp.pad(x, ((1, 2), (0, 3)))), ({0: "B"},),
+          lambda n: (mat(rng, n),), [0, 1, 7, 64])
+    # x[::-1] traces to a gather of size-1 slices, which has no meaning at B == 0: refused
+    f = jdisc.jit(lambda x: x[::-1], dynamic_axes=({0: "B"},))
+    x = mat(rng, 3)
+    assert_close(f(x), x[::-1], 0)
+    with pytest.raises(jdisc.ShapeError, match="slice size"):
+        f(mat(rng, 0))
+    check(lambda x: jax.lax.pad(x, 0.5, ((1, 2, 1), (-1, 3, 2))), ({0: "B"},),
+          lambda n: (mat(rng, n),), [1, 2, 9])
+
+
+def test_dynamic_slice_and_update_clamp_like_xla(rng):
+    def f(x, u, i, j):
+        return (jax.lax.dynamic_slice(x, (i, j), (2, 3)),
+                jax.lax.dynamic_update_slice(x, u, (i, j)))
+    for i, j in ((0, 0), (1, 2), (-5, 100), (99, -1)):      # out-of-range starts are clamped
+        check(f, ({0: "B"}, None, None, None),
+              lambda n: (mat(rng, n), np.ones((2, 3), np.float32), np.int32(i), np.int32(j)),
+              [2, 3, 11], constraints=("B >= 2",))
+
+
+def test_embedding_lookup_and_take_along_axis(rng):
+    table = rng.standard_normal((50, 16)).astype(np.float32)
+    check(lambda t, ids: t[ids], (None, {0: "B", 1: "S"}),
+          lambda n: (table, rng.integers(0, 50, (3, n)).astype(np.int32)), [1, 5, 17])
+    check(lambda x, i: jnp.take_along_axis(x, i, axis=1), ({0: "B"}, {0: "B"}),
+          lambda n: (mat(rng, n), rng.integers(0, 7, (n, 3)).astype(np.int32)), [1, 4, 13])
+    # indices out of range: gather clamps them into the operand, as XLA does
+    check(lambda t, ids: jnp.take(t, ids, axis=0, mode="clip"), (None, {0: "B"}),
+          lambda n: (table, rng.integers(-20, 70, (n,)).astype(np.int32)), [1, 8])
+
+
+def test_gather_in_a_model(rng):
+    # embeddings + positional slice + layer norm, all with a dynamic sequence length
+    emb = rng.standard_normal((100, 32)).astype(np.float32)
+    pos = rng.standard_normal((512, 32)).astype(np.float32)
+
+    def f(ids):
+        h = jnp.asarray(emb)[ids] + jnp.asarray(pos)[: ids.shape[1]][None]
+        mu = h.mean(-1, keepdims=True)
+        return (h - mu) * jax.lax.rsqrt(((h - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    check(f, ({0: "B", 1: "S"},), lambda n: (rng.integers(0, 100, (2, n)).astype(np.int32),),
+          [1, 9, 128], constraints=("S <= 512",), tol=2e-6)
