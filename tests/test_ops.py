@@ -77,3 +77,16 @@ def test_gather_in_a_model(rng):
         return (h - mu) * jax.lax.rsqrt(((h - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
     check(f, ({0: "B", 1: "S"},), lambda n: (rng.integers(0, 100, (2, n)).astype(np.int32),),
           [1, 9, 128], constraints=("S <= 512",), tol=2e-6)
+
+
+def test_reductions_with_any_body(rng):
+    # argmax/argmin are variadic reductions whose body compares and selects (ties: first index)
+    def f(x):
+        return jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.any(x > 1, axis=1), \
+            jnp.prod(x, axis=1), (jnp.max(x, 1), jnp.argmax(x, 1))
+
+    def make(n):
+        x = mat(rng, n)
+        x[0, 2] = x[0, 5] = 9.0      # a tie
+        return (x,)
+    check(f, ({0: "B"},), make, [1, 5, 40], tol=1e-6)

@@ -192,7 +192,13 @@ class _Importer:
                                                 results[0].shape)
             elif name == "stablehlo.reduce":
                 self.import_reducer(o, op)
-            elif len(o.regions):
+                if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region
+                    blk = o.regions[0].blocks[0]
+                    params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+                    body_ops: list[Op] = []
+                    outs = self.import_block_ops(blk, dict(zip(blk.arguments, params)), body_ops)
+                    op.regions = [Block(params, body_ops, outs)]
+            elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
             if not name.startswith("stablehlo."):
                 op.attrs["unsupported"] = f"op '{name}'"
@@ -222,7 +228,7 @@ class _Importer:
             if {a, b} == set(args) and inner[1].operands[0] == inner[0].results[0]:
                 op.attrs["reducer"] = _REDUCERS[inner[0].name]
                 return
-        op.attrs["unsupported"] = "reduce with a body other than add/max/min/mul/and/or/xor"
+        op.attrs["reducer"] = "body"
 
 
 def import_module(module: ir.Module, name: str, input_names: Sequence[str] | None = None,

@@ -383,17 +383,18 @@ def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
 
 
 def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
-    if len(op.results) != 1:
-        raise UnsupportedOpError(f"variadic reduce at {op.loc}")
-    x, init = op.operands
-    out = op.results[0]
+    """A reduction (one or several operands, any scalar body) with producers fused in."""
+    n = len(op.results)
+    xs, inits = op.operands[:n], op.operands[n:]
+    x = xs[0]
     dims = op.attrs["dimensions"]
     kept = [i for i in range(x.rank) if i not in dims]
-    t = ctype(out.dtype)
+    out = op.results[0]
     oidx, close_outer = _loop_nest(w, out.shape, dim)
     r.push()
-    acc_init = r.load(init, ())
-    w(f"{t} acc = {acc_init};")
+    accs = [f"acc{k}" for k in range(n)]
+    for acc, init, res in zip(accs, inits, op.results):
+        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
     ridx, close_inner = _loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
     r.push()
     full = [""] * x.rank
@@ -401,13 +402,37 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
         full[i] = oidx[k]
     for k, i in enumerate(dims):
         full[i] = ridx[k]
-    val = r.load(x, tuple(full))
-    w(f"acc = {_COMBINE[op.attrs['reducer']]('acc', val, out.dtype)};")
+    vals = [r.load(v, tuple(full)) for v in xs]
+    if op.attrs["reducer"] == "body":
+        new = render_body(w, r, op.regions[0], accs + vals)
+        for acc, expr in zip(accs, new):
+            w(f"{acc} = {expr};")
+    else:
+        w(f"acc0 = {_COMBINE[op.attrs['reducer']]('acc0', vals[0], out.dtype)};")
     r.pop()
     close_inner()
-    w(f"{outputs[0]}[{r.linear(oidx, out.shape)}] = acc;")
+    lin = r.linear(oidx, out.shape)
+    for acc, name in zip(accs, outputs):
+        w(f"{name}[{lin}] = {acc};")
     r.pop()
     close_outer()
+
+
+def render_body(w: CWriter, r: _Renderer, block, args: list[str]) -> list[str]:
+    """A scalar region (a reduction's body) rendered on C expressions; returns its results."""
+    env = {p.id: a for p, a in zip(block.params, args)}
+    for op in block.ops:
+        res = op.results[0]
+        if op.name == "constant":
+            env[res.id] = literal(op.attrs["value"].reshape(-1)[0], res.dtype)
+            continue
+        expr = render_scalar(op, [env[v.id] for v in op.operands],
+                             [v.dtype for v in op.operands], res.dtype)
+        name = f"t{r.count}"
+        r.count += 1
+        w(f"const {ctype(res.dtype)} {name} = {expr};")
+        env[res.id] = name
+    return [env[v.id] for v in block.results]
 
 
 def _emit_concat(w: CWriter, r: _Renderer, op: Op, output: str, dim) -> None:
