@@ -90,3 +90,16 @@ def test_reductions_with_any_body(rng):
         x[0, 2] = x[0, 5] = 9.0      # a tie
         return (x,)
     check(f, ({0: "B"},), make, [1, 5, 40], tol=1e-6)
+
+
+def test_sort_argsort_top_k_stable_with_nans(rng):
+    def f(x):
+        return jnp.sort(x, axis=1), jnp.argsort(x, axis=0), jnp.sort(-x, axis=1), \
+            jax.lax.top_k(x, 3)
+
+    def make(n):
+        x = rng.integers(-3, 3, (n, 7)).astype(np.float32)    # many ties: stability matters
+        x[0, 0] = np.nan
+        x[-1, 1] = -0.0
+        return (x,)
+    check(f, ({0: "B"},), make, [1, 5, 300])

@@ -118,8 +118,8 @@ class _Group:
     @property
     def kind(self) -> str:
         name = self.root.name
-        if name in ("dot_general", "concatenate"):
-            return {"dot_general": "dot", "concatenate": "concat"}[name]
+        if name in ("dot_general", "concatenate", "sort"):
+            return {"dot_general": "dot", "concatenate": "concat", "sort": "sort"}[name]
         if any(op.name == "reduce" for op in self.ops):
             return "stitch" if self.row_rank is not None else "reduce"
         return "loop"
@@ -182,9 +182,10 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
 
 
 def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
-    if g.root.name == "dot_general" or any(u.name == "dot_general" for u, _ in eff_users):
-        return False
-    if op.name in ("dot_general", "concatenate"):
+    if g.root.name in ("dot_general", "sort") or any(
+            u.name in ("dot_general", "sort") for u, _ in eff_users):
+        return False   # library calls and sorts read their operands from memory
+    if op.name in ("dot_general", "concatenate", "sort"):
         return False
     v = op.results[0]
     if op.name == "reduce":

@@ -196,8 +196,16 @@ class _Importer:
                     blk = o.regions[0].blocks[0]
                     params = [Value(*tensor_type(a.type)) for a in blk.arguments]
                     body_ops: list[Op] = []
-                    outs = self.import_block_ops(blk, dict(zip(blk.arguments, params)), body_ops)
+                    inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
+                    outs = self.import_block_ops(blk, inner, body_ops)
                     op.regions = [Block(params, body_ops, outs)]
+            elif name == "stablehlo.sort":   # the comparator becomes a region
+                blk = o.regions[0].blocks[0]
+                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+                body_ops: list[Op] = []
+                inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
+                outs = self.import_block_ops(blk, inner, body_ops)
+                op.regions = [Block(params, body_ops, outs)]
             elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
             if not name.startswith("stablehlo."):

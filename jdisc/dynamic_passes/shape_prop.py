@@ -305,6 +305,9 @@ class _Propagator:
             out.append(symbolic.floordiv(b - a + c - 1, c))
         return tuple(out)
 
+    def shape_sort(self, op):
+        return [x.shape for x in op.operands]
+
     def shape_reverse(self, op):
         return [op.operands[0].shape]
 

@@ -18,7 +18,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, Value, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, launcher, stitch
+from jdisc.lowering import blas, launcher, sort, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
@@ -148,11 +148,13 @@ def _kernel_params(k: Kernel) -> tuple[list[str], dict[int, str], list[str]]:
 def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
     """The kernel's C function(s): one per speculative version."""
     guards = speculation_guards(k) if k.kind in ("loop", "stitch", "reduce", "concat") else []
+    # a sort's comparator reads the kernel's inputs by position
     k.versions = ([f"{k.name}_v0 if {' and '.join(f'{a} == {b}' for a, b in guards)}",
                    f"{k.name}_v1 otherwise (broadcast)"] if guards else [])
     variants = [(f"{k.name}_v0", frozenset(guards)), (f"{k.name}_v1", frozenset())] \
         if guards else [(k.name, frozenset())]
     params, inputs, outs = _kernel_params(k)
+    less = sort.emit_comparator(w, k, inputs, params, dim_c) if k.kind == "sort" else None
     for fname, assume in variants:
         w(f"/* {fname}: {k.kind} kernel"
           + (f", version assuming {', '.join(f'{a} == {b}' for a, b in assume)}" if assume
@@ -170,6 +172,8 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
             elif k.kind == "loop":
                 stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
+            elif k.kind == "sort":
+                sort.emit_sort(w, k, inputs, outs, dim_c, less)
             else:
                 emit_kernel(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")

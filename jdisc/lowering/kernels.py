@@ -421,18 +421,26 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
 def render_body(w: CWriter, r: _Renderer, block, args: list[str]) -> list[str]:
     """A scalar region (a reduction's body) rendered on C expressions; returns its results."""
     env = {p.id: a for p, a in zip(block.params, args)}
+
+    def arg(v: Value) -> str:
+        if v.id in env:
+            return env[v.id]
+        if v.producer is not None and v.producer.name == "constant":   # captured from outside
+            return literal(v.producer.attrs["value"].reshape(-1)[0], v.dtype)
+        raise UnsupportedOpError(f"a region captures the non-constant value %{v.id}")
+
     for op in block.ops:
         res = op.results[0]
         if op.name == "constant":
             env[res.id] = literal(op.attrs["value"].reshape(-1)[0], res.dtype)
             continue
-        expr = render_scalar(op, [env[v.id] for v in op.operands],
+        expr = render_scalar(op, [arg(v) for v in op.operands],
                              [v.dtype for v in op.operands], res.dtype)
         name = f"t{r.count}"
         r.count += 1
         w(f"const {ctype(res.dtype)} {name} = {expr};")
         env[res.id] = name
-    return [env[v.id] for v in block.results]
+    return [arg(v) for v in block.results]
 
 
 def _emit_concat(w: CWriter, r: _Renderer, op: Op, output: str, dim) -> None:

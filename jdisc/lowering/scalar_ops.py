@@ -76,8 +76,11 @@ def _sign(a, dts, out, op):
 def _compare(a, dts, out, op):
     sym = {"EQ": "==", "NE": "!=", "GE": ">=", "GT": ">", "LE": "<=", "LT": "<"}[
         op.attrs["comparison_direction"]]
-    if op.attrs.get("compare_type") == "TOTALORDER":
-        raise UnsupportedOpError(f"compare with TOTALORDER at {op.loc}")
+    if op.attrs.get("compare_type") == "TOTALORDER" and dts[0] in ("f32", "f64"):
+        # IEEE total order: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN
+        return f"(jd_total_{dts[0]}({a[0]}) {sym} jd_total_{dts[0]}({a[1]}))"
+    if op.attrs.get("compare_type") == "TOTALORDER" and is_float(dts[0]):
+        raise UnsupportedOpError(f"compare with TOTALORDER on {dts[0]} at {op.loc}")
     return f"({a[0]} {sym} {a[1]})"
 
 
@@ -156,7 +159,12 @@ def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str)
 
 def c_prelude() -> str:
     """Helpers the rendered expressions call, defined once per generated file."""
-    lines = []
+    lines = [
+        "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
+        "return b < 0 ? b ^ 0x7fffffff : b; }",
+        "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "
+        "return b < 0 ? b ^ 0x7fffffffffffffffLL : b; }",
+    ]
     for t, ct in (("f32", "float"), ("f64", "double")):
         lines.append(f"static inline {ct} jd_fmax_{t}({ct} a, {ct} b) "
                      f"{{ return (a != a || a > b) ? a : (b != b ? b : (a == b && !signbit(a)) ? a : b); }}")
