@@ -26,9 +26,12 @@ def assert_close(got, want, tol, what=""):
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     if got.size == 0:
         return
-    if got.dtype.kind in "biu":
-        np.testing.assert_array_equal(got, want, err_msg=what)
+    if got.dtype.kind in "biu" or tol == 0:
+        np.testing.assert_array_equal(got, want, err_msg=what)   # NaNs compare equal here
         return
+    both_nan = np.isnan(got) & np.isnan(want)
+    assert not (np.isnan(got) ^ np.isnan(want)).any(), f"{what}: NaNs differ"
+    got, want = np.where(both_nan, 0, got), np.where(both_nan, 0, want)
     scale = max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.1g} * {scale:.3g}"

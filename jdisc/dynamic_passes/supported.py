@@ -13,6 +13,9 @@ SUPPORTED_OPS = frozenset({
     "minimum", "multiply", "negate", "not", "or", "power", "remainder", "rsqrt", "sign",
     "sine", "sqrt", "subtract", "tan", "tanh", "xor", "atan2", "cbrt", "select", "clamp",
     "round_nearest_even", "round_nearest_afz",
+    # integer bit operations
+    "shift_left", "shift_right_logical", "shift_right_arithmetic", "popcnt",
+    "count_leading_zeros", "bitcast_convert",
     # data movement and creation
     "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape", "transpose",
     "concatenate", "slice", "reverse", "pad", "dynamic_pad", "dynamic_slice",
@@ -33,7 +36,9 @@ def check_supported(prog: Program) -> Program:
         if reason is None and op.name not in SUPPORTED_OPS:
             reason = f"op 'stablehlo.{op.name}'"
         if reason is not None:
-            bad.append(f"  stablehlo.{op.name} at {op.loc}: {reason}")
+            target = op.attrs.get("call_target_name")
+            what = f"stablehlo.custom_call @{target}" if target else f"stablehlo.{op.name}"
+            bad.append(f"  {what} at {op.loc}: {reason}")
     if bad:
         raise UnsupportedOpError(
             f"jdisc cannot compile {len(bad)} op(s) in '{prog.name}':\n" + "\n".join(bad))

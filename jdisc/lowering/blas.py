@@ -1,4 +1,4 @@
-"""dot_general as BLAS calls (f32: sgemm, f64: dgemm); a plain loop nest for integer dtypes.
+"""dot_general as BLAS calls (f32: sgemm, f64: dgemm); a plain loop nest for other dtypes.
 
 The operand layouts were made GEMM-shaped by `canonicalize_dot_layouts`; transposes are the
 GEMM's layout flags. Sizes are int64 in the launcher and checked to fit BLAS's 32-bit `blasint`
@@ -14,8 +14,9 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
-from jdisc.lowering.cdtype import ctype
+from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.scalar_ops import cast
 
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
 
@@ -57,7 +58,6 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     w(f"const int64_t gemm_m = {dim(_prod(lay.m))}, gemm_n = {dim(_prod(lay.n))}, "
       f"gemm_k = {dim(_prod(lay.k))};")
     w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return 0;")
-    t = ctype(out.dtype)
     if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
@@ -76,7 +76,10 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
               f" (blasint)(gemm_m * gemm_k), {b}, (blasint){ldb}, (blasint)(gemm_k * gemm_n), 0,"
               f" {output}, (blasint)gemm_n, (blasint)(gemm_m * gemm_n), (blasint)gemm_nb);")
         return
-    # integer (or mixed) dtypes: a straightforward loop nest, accumulating in the result type
+    # integer, f16/bf16 (or mixed) dtypes: a straightforward loop nest, accumulating in the
+    # result's compute type (f32 for f16/bf16, rounded once at the end, as XLA:CPU does)
+    acc_dt = compute_dtype(out.dtype)
+    a_dt, b_dt = op.operands[0].dtype, op.operands[1].dtype
     ia = "(k * gemm_m + i)" if lay.trans_a else "(i * gemm_k + k)"
     ib = "(j * gemm_k + k)" if lay.trans_b else "(k * gemm_n + j)"
     with w.block("for (int64_t b = 0; b < gemm_nb; b++)"):
@@ -84,6 +87,7 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
         w(f"const {ctype(op.operands[1].dtype)}* restrict pb = {b} + b * gemm_k * gemm_n;")
         with w.block("for (int64_t i = 0; i < gemm_m; i++)"):
             with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
-                w(f"{t} acc = 0;")
-                w(f"for (int64_t k = 0; k < gemm_k; k++) acc += ({t})pa[{ia}] * ({t})pb[{ib}];")
-                w(f"{output}[(b * gemm_m + i) * gemm_n + j] = acc;")
+                w(f"{ctype(acc_dt)} acc = 0;")
+                w(f"for (int64_t k = 0; k < gemm_k; k++) acc += "
+                  f"{cast(f'pa[{ia}]', a_dt, acc_dt)} * {cast(f'pb[{ib}]', b_dt, acc_dt)};")
+                w(f"{output}[(b * gemm_m + i) * gemm_n + j] = {narrow('acc', out.dtype)};")

@@ -19,7 +19,7 @@ from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype, literal
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.scalar_ops import render_scalar
+from jdisc.lowering.scalar_ops import arith, cast, render_scalar
 
 Index = tuple[str, ...]
 
@@ -118,7 +118,7 @@ class _Renderer:
         if op.name == "divide" and id(op) in self.recip:   # x / (per-row value): one divide per row
             x = self.load(op.operands[0], idx if op.operands[0].rank else ())
             return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {self.recip[id(op)]})")
-        if op.name == "divide" and is_float(v.dtype):
+        if op.name == "divide" and v.dtype in ("f32", "f64"):
             inv = _exact_reciprocal(op.operands[1])
             if inv is not None:   # dividing by a power of two: multiplying is exact
                 x = self.load(op.operands[0], idx if op.operands[0].rank else ())
@@ -131,7 +131,7 @@ class _Renderer:
         return literal(op.attrs["value"].reshape(-1)[0], v.dtype)
 
     def at_iota(self, op: Op, v: Value, idx: Index) -> str:
-        return f"(({ctype(v.dtype)}){idx[op.attrs['iota_dimension']]})"
+        return cast(idx[op.attrs["iota_dimension"]], "i64", v.dtype)
 
     def at_dim_constant(self, op: Op, v: Value, idx: Index) -> str:
         vals = [f"({ctype(v.dtype)})({self.dim(d)})" for d in op.attrs["values"]]
@@ -337,8 +337,8 @@ def _loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i", start: 
 
 
 _COMBINE = {
-    "add": lambda a, b, t: f"{a} + {b}",
-    "mul": lambda a, b, t: f"{a} * {b}",
+    "add": lambda a, b, t: arith("+", a, b, t),
+    "mul": lambda a, b, t: arith("*", a, b, t),
     "max": lambda a, b, t: f"jd_fmax_{t}({a}, {b})" if is_float(t) else f"({b} > {a} ? {b} : {a})",
     "min": lambda a, b, t: f"jd_fmin_{t}({a}, {b})" if is_float(t) else f"({b} < {a} ? {b} : {a})",
     "and": lambda a, b, t: f"{a} & {b}",

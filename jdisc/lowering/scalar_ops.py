@@ -2,7 +2,17 @@
 
 A backend changes a few entries (intrinsics, fast math) rather than the kernel emitter. Integer
 semantics follow XLA on CPU: signed overflow wraps (-fwrapv), x/0 == -1, x%0 == x,
-INT_MIN/-1 == INT_MIN, float->int conversion saturates and maps NaN to 0.
+INT_MIN/-1 == INT_MIN, float->int conversion truncates, saturates and maps NaN to 0 (also from
+f16/bf16), shifts by an amount >= the bit width (or negative, read as unsigned) give 0, or the
+sign for an arithmetic right shift.
+
+f16/bf16 (see cdtype): every op widens its operands to f32, computes in f32 and rounds the
+result back once, as XLA:CPU does (it upcasts each half op and rounds its result; measured bit
+for bit on add, mul, div, exp, tanh, sqrt chains). Ops that only pick an operand (select,
+maximum, minimum, clamp) and bitcast_convert work on the bit patterns. Conversions follow
+XLA:CPU as measured: f64 and integers go to f16/bf16 through f32 (so twice rounded, as XLA);
+NaN becomes a quiet NaN with its sign (bf16: payload dropped; f16 from f32: the payload's top
+bits kept).
 """
 
 from __future__ import annotations
@@ -11,7 +21,8 @@ from typing import Callable
 
 from jdisc.dynamic_passes.ir import Op, is_float, is_unsigned
 from jdisc.errors import UnsupportedOpError
-from jdisc.lowering.cdtype import INT_BITS, ctype
+from jdisc.lowering.cdtype import (HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow,
+                                   widen)
 from jdisc.lowering.cmath import C_MATH, VECTOR_FUNCTIONS
 
 Render = Callable[[list[str], list[str], str, Op], str]
@@ -87,11 +98,47 @@ def _compare(a, dts, out, op):
 def _convert(a, dts, out, op):
     src = dts[0]
     x = a[0]
+    if src == out:
+        return x
+    if src in HALF_FLOATS:                  # f16/bf16 -> f32 is exact; go on from f32
+        x, src = widen(x, src), "f32"
+        if out == "f32":
+            return x
     if out == "i1":
         return f"(({x}) != 0)"
+    if out in HALF_FLOATS:                  # through f32, as XLA:CPU does (even from f64)
+        if src == "f64":
+            return f"jd_f64_to_{out}({x})"
+        return narrow(x if src == "f32" else f"((float)({x}))", out)
     if is_float(src) and not is_float(out):
         return f"jd_{src}_to_{out}({x})"
     return f"(({ctype(out)})({x}))"
+
+
+_BIT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, **INT_BITS}
+
+
+def _bitcast_convert(a, dts, out, op):
+    """Same-width reinterpretation. f16/bf16 are already bit patterns (uint16_t)."""
+    src, x = dts[0], a[0]
+    if src not in _BIT_WIDTH or out not in _BIT_WIDTH or _BIT_WIDTH[src] != _BIT_WIDTH[out]:
+        raise UnsupportedOpError(
+            f"stablehlo.bitcast_convert from {src} to {out} at {op.loc}: jdisc only "
+            f"reinterprets between element types of the same bit width")
+    if src in ("f32", "f64"):
+        x = f"jd_{src}_bits({x})"
+    if out in ("f32", "f64"):
+        return f"jd_{out}_from_bits((uint{_BIT_WIDTH[out]}_t)({x}))"
+    return f"(({ctype(out)})({x}))"
+
+
+def _int_helper(name: str) -> Render:
+    """`jd_<name>_<dtype>(operands...)`, one of the integer helpers in `c_prelude`."""
+    def render(a, dts, out, op):
+        if dts[0] not in INT_BITS:
+            raise UnsupportedOpError(f"stablehlo.{op.name} on {dts[0]} at {op.loc}")
+        return f"jd_{name}_{dts[0]}({', '.join(a)})"
+    return render
 
 
 def _power(a, dts, out, op):
@@ -144,10 +191,22 @@ SCALAR_OPS: dict[str, Render] = {
     "logistic": _logistic, "rsqrt": _rsqrt, "power": _power, "is_finite": _is_finite,
     "and": _logic("&"), "or": _logic("|"), "xor": _logic("^"), "not": _not,
     "compare": _compare, "convert": _convert, "select": _select, "clamp": _clamp,
+    "shift_left": _int_helper("shl"), "shift_right_logical": _int_helper("shrl"),
+    "shift_right_arithmetic": _int_helper("shra"), "popcnt": _int_helper("popcnt"),
+    "count_leading_zeros": _int_helper("clz"), "bitcast_convert": _bitcast_convert,
 }
+
+# f16/bf16 ops that only choose among their operands' bits (no widening, no rounding), and
+# convert, which handles halves itself
+_ON_HALF_BITS = frozenset({"select", "maximum", "minimum", "clamp", "bitcast_convert", "convert"})
 
 
 def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str) -> str:
+    if op.name not in _ON_HALF_BITS and (
+            out_dtype in HALF_FLOATS or any(d in HALF_FLOATS for d in in_dtypes)):
+        expr = render_scalar(op, [widen(a, d) for a, d in zip(args, in_dtypes)],
+                             [compute_dtype(d) for d in in_dtypes], compute_dtype(out_dtype))
+        return narrow(expr, out_dtype)
     if out_dtype == "f32" and op.name in VECTOR_FUNCTIONS and in_dtypes[0] == "f32":
         return f"{VECTOR_FUNCTIONS[op.name]}({args[0]})"   # vectorisable, within 2 ulp
     try:
@@ -157,9 +216,101 @@ def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str)
     return fn(args, in_dtypes, out_dtype, op)
 
 
+def cast(expr: str, src: str, dst: str) -> str:
+    """A C value of dtype `src` converted to `dst` with stablehlo.convert's semantics."""
+    return _convert([expr], [src], dst, None)
+
+
+def arith(sym: str, a: str, b: str, dtype: str) -> str:
+    """`a sym b` over stored values of `dtype` (reductions combine with it): f16/bf16 computed
+    in f32 and rounded back, so an accumulator of a half type rounds after every step, as
+    XLA:CPU's does."""
+    if dtype in HALF_FLOATS:
+        return narrow(f"{widen(a, dtype)} {sym} {widen(b, dtype)}", dtype)
+    return f"{a} {sym} {b}"
+
+
+# f16 and bf16 <-> f32, bit exact: round to nearest even, overflow to inf, f16 subnormals
+# exact both ways. Branch-free (ternaries only) so loops over them vectorise.
+HALF_C = r"""
+typedef uint16_t jd_f16;
+typedef uint16_t jd_bf16;
+static inline uint64_t jd_f64_bits(double f) { uint64_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline double jd_f64_from_bits(uint64_t u) { double f; memcpy(&f, &u, sizeof f); return f; }
+static inline float jd_bf16_to_f32(jd_bf16 h) { return jd_f32_from_bits((uint32_t)h << 16); }
+static inline jd_bf16 jd_f32_to_bf16(float f) {
+    const uint32_t u = jd_f32_bits(f);
+    /* NaN: quiet, sign kept, payload dropped (XLA:CPU and ml_dtypes do the same) */
+    return (u & 0x7fffffffu) > 0x7f800000u ? (jd_bf16)(((u >> 16) & 0x8000u) | 0x7fc0u)
+                                          : (jd_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float jd_f16_to_f32(jd_f16 h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    const float normal = jd_f32_from_bits((em << 13) + ((uint32_t)(127 - 15) << 23));
+    /* inf, or NaN made quiet with its payload (as x86's vcvtph2ps, which XLA:CPU uses) */
+    const float special = jd_f32_from_bits(0x7f800000u | ((em & 0x3ffu) << 13)
+                                           | ((em & 0x3ffu) ? 0x400000u : 0u));
+    const float subnormal = (float)em * 0x1p-24f;                     /* exact */
+    const float mag = em >= 0x7c00u ? special : em >= 0x0400u ? normal : subnormal;
+    return jd_f32_from_bits(jd_f32_bits(mag) | sign);
+}
+static inline jd_f16 jd_f32_to_f16(float f) {
+    const uint32_t u = jd_f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+    /* NaN: quiet, sign and the payload's top 10 bits kept (as XLA:CPU on x86) */
+    const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+    /* normal: rebias, then round the 13 dropped bits to nearest even */
+    const uint32_t normal = (a - ((uint32_t)(127 - 15) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+    /* below 2^-14: adding 0.5 leaves 2^-24 units in the low bits, rounded by the FPU (even) */
+    const uint32_t small = jd_f32_bits(jd_f32_from_bits(a < 0x38800000u ? a : 0u) + 0.5f)
+                           - 0x3f000000u;
+    const uint32_t mag = a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00u   /* >= 65520: inf */
+                       : a >= 0x38800000u ? normal : small;
+    return (jd_f16)(sign | mag);
+}
+static inline jd_f16 jd_f64_to_f16(double x) {
+    return x != x ? (jd_f16)(signbit(x) ? 0xfe00u : 0x7e00u) : jd_f32_to_f16((float)x);
+}
+static inline jd_bf16 jd_f64_to_bf16(double x) { return jd_f32_to_bf16((float)x); }
+"""
+
+
+def _half_prelude() -> list[str]:
+    """max/min on stored f16/bf16 values: the chosen operand's bits, no rounding."""
+    lines = []
+    for t in HALF_FLOATS:
+        for which, cmp, neg in (("max", ">", "!"), ("min", "<", "")):
+            lines.append(
+                f"static inline jd_{t} jd_f{which}_{t}(jd_{t} a, jd_{t} b) {{ "
+                f"const float x = jd_{t}_to_f32(a), y = jd_{t}_to_f32(b); "
+                f"return (x != x || x {cmp} y) ? a : (y != y ? b : "
+                f"(x == y && {neg}signbit(x)) ? a : b); }}")
+    return lines
+
+
+def _int_bit_prelude(t: str, bits: int) -> list[str]:
+    """Shifts (XLA: an amount >= bits, negative ones read as unsigned, gives 0, or the sign
+    for an arithmetic shift), popcount and count-leading-zeros for one integer dtype."""
+    ct, ut, st = ctype(t), f"uint{bits}_t", f"int{bits}_t"
+    wide = "uint64_t" if bits == 64 else "uint32_t"   # no promotion to signed int
+    sfx, wbits = ("ll", 64) if bits == 64 else ("", 32)
+    amount = f"(({ut})b)"
+    return [
+        f"static inline {ct} jd_shl_{t}({ct} a, {ct} b) {{ return {amount} >= {bits} ? 0 : "
+        f"({ct})({ut})(({wide})({ut})a << {amount}); }}",
+        f"static inline {ct} jd_shrl_{t}({ct} a, {ct} b) {{ return {amount} >= {bits} ? 0 : "
+        f"({ct})({ut})(({wide})({ut})a >> {amount}); }}",
+        f"static inline {ct} jd_shra_{t}({ct} a, {ct} b) {{ "
+        f"return ({ct})(({st})a >> ({amount} >= {bits} ? {bits - 1} : {amount})); }}",
+        f"static inline {ct} jd_popcnt_{t}({ct} a) {{ "
+        f"return ({ct})__builtin_popcount{sfx}(({wide})({ut})a); }}",
+        f"static inline {ct} jd_clz_{t}({ct} a) {{ return ({ut})a == 0 ? ({ct}){bits} : "
+        f"({ct})(__builtin_clz{sfx}(({wide})({ut})a) - {wbits - bits}); }}",
+    ]
+
+
 def c_prelude() -> str:
     """Helpers the rendered expressions call, defined once per generated file."""
-    lines = [
+    lines = [HALF_C] + _half_prelude() + [
         "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
         "return b < 0 ? b ^ 0x7fffffff : b; }",
         "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "
@@ -172,6 +323,7 @@ def c_prelude() -> str:
                      f"{{ return (a != a || a < b) ? a : (b != b ? b : (a == b && signbit(a)) ? a : b); }}")
     for t, bits in INT_BITS.items():
         ct = ctype(t)
+        lines.extend(_int_bit_prelude(t, bits))
         if t.startswith("u"):
             lines.append(f"static inline {ct} jd_div_{t}({ct} a, {ct} b) "
                          f"{{ return b == 0 ? ({ct})~({ct})0 : ({ct})(a / b); }}")
