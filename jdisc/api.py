@@ -74,7 +74,7 @@ class Compiled:
                              f"but the function was compiled for rank {len(spec.shape)} "
                              f"(shape {_describe(spec)})")
         if not arr.flags.c_contiguous:
-            arr = np.ascontiguousarray(arr)
+            arr = np.require(arr, requirements='C')
         return arr
 
     def _check_dropped(self, arrays: list[np.ndarray]) -> None:

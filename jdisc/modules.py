@@ -19,7 +19,8 @@ from jdisc.lowering.codegen import generate
 
 
 class StablehloFunction:
-    """A compiled StableHLO module: call it on numpy or JAX arrays; returns a list of arrays."""
+    """A compiled StableHLO module: call it on numpy or JAX arrays; returns a list of arrays
+    (jax.Arrays; 64-bit results are numpy arrays unless jax's x64 mode is on)."""
 
     def __init__(self, module: str | bytes, name: str = "main"):
         self.program = compile_stablehlo_to_ir(module, name=name)
@@ -40,8 +41,11 @@ class StablehloFunction:
             if arr.ndim != len(spec.shape):
                 raise ShapeError(f"argument '{spec.name}' has rank {arr.ndim}; expected "
                                  f"{len(spec.shape)}")
-            arrays.append(np.ascontiguousarray(arr))
-        return [runtime.to_jax(o) for o in self.executable.run(arrays)]
+            arrays.append(np.require(arr, requirements="C"))   # rank 0 stays rank 0
+        # 64-bit results stay numpy arrays unless jax's x64 mode is on: jax would narrow them
+        x64 = jax.config.jax_enable_x64
+        return [o if (o.dtype.itemsize == 8 and not x64) else runtime.to_jax(o)
+                for o in self.executable.run(arrays)]
 
 
 def compile_stablehlo(module: str | bytes, name: str = "main") -> StablehloFunction:

@@ -34,10 +34,11 @@ def check_supported(prog: Program) -> Program:
     for op in walk(prog.body):
         reason = op.attrs.get("unsupported")
         if reason is None and op.name not in SUPPORTED_OPS:
-            reason = f"op 'stablehlo.{op.name}'"
+            reason = "not supported yet"
         if reason is not None:
             target = op.attrs.get("call_target_name")
-            what = f"stablehlo.custom_call @{target}" if target else f"stablehlo.{op.name}"
+            what = (f"stablehlo.custom_call @{target}" if target else
+                    op.name if "." in op.name else f"stablehlo.{op.name}")
             bad.append(f"  {what} at {op.loc}: {reason}")
     if bad:
         raise UnsupportedOpError(
