@@ -103,3 +103,21 @@ def test_sort_argsort_top_k_stable_with_nans(rng):
         x[-1, 1] = -0.0
         return (x,)
     check(f, ({0: "B"},), make, [1, 5, 300])
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+def test_triangular_solve_through_blas(rng, left, lower):
+    # jax lowers this to a LAPACK custom call on CPU; jdisc maps it to stablehlo's op (trsm)
+    for ta in (False, True):
+        for unit in (False, True):
+            def f(a, b):
+                return jax.lax.linalg.triangular_solve(a, b, left_side=left, lower=lower,
+                                                       transpose_a=ta, unit_diagonal=unit)
+
+            def make(n):
+                a = (rng.standard_normal((n, 4, 4)) + 4 * np.eye(4)).astype(np.float32)
+                b = rng.standard_normal((n, 4, 5) if left else (n, 5, 4)).astype(np.float32)
+                return a, b
+            # well-conditioned (diagonally dominant) 4x4 solves: a few f32 ulps of the result
+            check(f, ({0: "B"}, {0: "B"}), make, [1, 3], tol=2e-5)

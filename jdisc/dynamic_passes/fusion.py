@@ -34,6 +34,10 @@ FREE_OPS = frozenset({"iota", "dim_constant"})
 # Index-arithmetic and elementwise ops a loop nest can evaluate at any index.
 LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "select", "clamp",
                           "reverse", "pad", "dynamic_slice", "dynamic_update_slice", "gather"}
+# Ops that are kernels of their own kind, and those that read their operands from memory.
+_ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
+               "triangular_solve": "solve"}
+MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve"})
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",
@@ -118,8 +122,8 @@ class _Group:
     @property
     def kind(self) -> str:
         name = self.root.name
-        if name in ("dot_general", "concatenate", "sort"):
-            return {"dot_general": "dot", "concatenate": "concat", "sort": "sort"}[name]
+        if name in _ROOT_KINDS:
+            return _ROOT_KINDS[name]
         if any(op.name == "reduce" for op in self.ops):
             return "stitch" if self.row_rank is not None else "reduce"
         return "loop"
@@ -182,10 +186,9 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
 
 
 def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
-    if g.root.name in ("dot_general", "sort") or any(
-            u.name in ("dot_general", "sort") for u, _ in eff_users):
+    if g.root.name in MEMORY_OPERANDS or any(u.name in MEMORY_OPERANDS for u, _ in eff_users):
         return False   # library calls and sorts read their operands from memory
-    if op.name in ("dot_general", "concatenate", "sort"):
+    if op.name in _ROOT_KINDS:
         return False
     v = op.results[0]
     if op.name == "reduce":

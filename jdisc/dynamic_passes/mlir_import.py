@@ -97,6 +97,29 @@ def _scalar_attr_value(a: ir.Attribute) -> Any:
     raise JdiscError(f"cannot read scalar attribute {a}")
 
 
+_DENSE_HEX = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
+_DENSE_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|[0-9.]+(?:[eE][-+]?[0-9]+)?)")
+
+
+def _dense_bf16(a: ir.Attribute, shape: Sequence[int]) -> np.ndarray:
+    """A non-splat bf16 dense attribute. jaxlib's bindings give neither a buffer nor elements
+    of bf16 attributes, so this is the one place the importer reads an attribute's printed
+    form: `dense<"0x...">` (the raw little-endian bytes) or a nested list whose entries are
+    exactly printed decimals or hex bit patterns (NaN, inf)."""
+    import ml_dtypes
+    body = str(a).rsplit(" : ", 1)[0]
+    hexed = _DENSE_HEX.fullmatch(body)
+    if hexed:
+        bits = np.frombuffer(bytes.fromhex(hexed.group(1)), dtype="<u2")
+    else:
+        bits = np.array([int(t, 16) if t.startswith("0x") else
+                         int(np.array(float(t), ml_dtypes.bfloat16).view(np.uint16))
+                         for t in _DENSE_TOKEN.findall(body.removeprefix("dense<"))], np.uint16)
+    if bits.size != int(np.prod(shape, dtype=np.int64)):
+        raise JdiscError(f"cannot read the bf16 constant {body[:80]}")
+    return bits.astype(np.uint16).view(ml_dtypes.bfloat16).reshape(shape)
+
+
 def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray:
     """A dense elements attribute as a numpy array of the IR dtype."""
     from jdisc.dynamic_passes.ir import numpy_dtype
@@ -105,6 +128,8 @@ def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray
     if da.is_splat:
         v = _scalar_attr_value(da.get_splat_value())
         return np.full(tuple(shape), v, dtype=np_dt)
+    if dtype == "bf16":
+        return _dense_bf16(a, shape)
     if dtype == "i1":
         vals = [bool(_scalar_attr_value(da[i])) for i in range(len(da))]
         return np.array(vals, dtype=np.bool_).reshape(shape)
@@ -150,6 +175,22 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
 
 # --------------------------------------------------------------------------- import
 
+_LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
+
+
+def _trsm_from_lapack(o, op: Op) -> None:
+    """jax's CPU lowering of triangular_solve (a LAPACK custom call) as the StableHLO op.
+
+    Its flags are LAPACK characters in the backend config; the operand layouts it declares are
+    physical (column-major), the logical values are those of stablehlo.triangular_solve."""
+    cfg = o.attributes["mhlo.backend_config"]
+    flag = {k: chr(_scalar_attr_value(cfg[k])) for k in ("side", "uplo", "trans_x", "diag")}
+    op.name = "triangular_solve"
+    op.operands = op.operands[:2]
+    op.attrs = {"left_side": flag["side"] == "L", "lower": flag["uplo"] == "L",
+                "transpose_a": "NO_TRANSPOSE" if flag["trans_x"] == "N" else "TRANSPOSE",
+                "unit_diagonal": flag["diag"] == "U"}
+
 class _Importer:
     def __init__(self, module: ir.Module):
         self.funcs = {}
@@ -185,7 +226,9 @@ class _Importer:
                     self.attributes(o), format_location(o.location))
             if name == "stablehlo.custom_call":
                 op.name = op.attrs.get("call_target_name", "custom_call")
-                if op.name != "shape_assertion":
+                if op.name in _LAPACK_TRSM:
+                    _trsm_from_lapack(o, op)
+                elif op.name != "shape_assertion":
                     op.attrs["unsupported"] = f"custom_call target '{op.name}'"
             elif name in ("stablehlo.constant",):
                 op.attrs["value"] = dense_value(o.attributes["value"], results[0].dtype,

@@ -305,6 +305,13 @@ class _Propagator:
             out.append(symbolic.floordiv(b - a + c - 1, c))
         return tuple(out)
 
+    def shape_triangular_solve(self, op):
+        a, b = op.operands
+        m = b.shape[-2] if op.attrs.get("left_side") else b.shape[-1]
+        self.same_shape(op, (a.shape[-1], a.shape[-2]), (m, m), "the triangular matrix")
+        self.same_shape(op, a.shape[:-2], b.shape[:-2], "batch dimensions")
+        return [b.shape]
+
     def shape_sort(self, op):
         return [x.shape for x in op.operands]
 

@@ -38,6 +38,9 @@ def layout(op: Op) -> GemmLayout:
 def size_limits(kernel: Kernel) -> list[Dim]:
     """Sizes that must fit BLAS's 32-bit integers (checked by the launcher)."""
     op = kernel.root
+    if op.name == "triangular_solve":
+        b = op.operands[1]
+        return [b.shape[-2], b.shape[-1]]
     if op.results[0].dtype not in BLAS_GEMM:
         return []
     lay = layout(op)
@@ -91,3 +94,30 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                 w(f"for (int64_t k = 0; k < gemm_k; k++) acc += "
                   f"{cast(f'pa[{ia}]', a_dt, acc_dt)} * {cast(f'pb[{ib}]', b_dt, acc_dt)};")
                 w(f"{output}[(b * gemm_m + i) * gemm_n + j] = {narrow('acc', out.dtype)};")
+
+
+BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
+
+
+def emit_trsm(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
+              dim: Callable[[Dim], str]) -> None:
+    """triangular_solve: copy b into the result, then one in-place ?trsm per batch matrix."""
+    op = kernel.root
+    a_val, b_val = op.operands
+    dt = op.results[0].dtype
+    if dt not in BLAS_TRSM or a_val.dtype != dt:
+        raise UnsupportedOpError(f"stablehlo.triangular_solve on {dt} at {op.loc}")
+    a, b = inputs
+    left, lower = op.attrs.get("left_side"), op.attrs.get("lower")
+    trans = "CblasNoTrans" if "NO_TRANSPOSE" in str(op.attrs.get("transpose_a")) \
+        else "CblasTrans"   # TRANSPOSE, and ADJOINT of a real matrix
+    diag = "CblasUnit" if op.attrs.get("unit_diagonal") else "CblasNonUnit"
+    w(f"const int64_t nb = {dim(_prod(b_val.shape[:-2]))}, rows = {dim(b_val.shape[-2])}, "
+      f"cols = {dim(b_val.shape[-1])}, m = {dim(a_val.shape[-1])};")
+    w(f"memcpy({output}, {b}, sizeof({ctype(dt)}) * (size_t)(nb * rows * cols));")
+    w("if (nb == 0 || rows == 0 || cols == 0) return 0;")
+    with w.block("for (int64_t i = 0; i < nb; i++)"):
+        w(f"{BLAS_TRSM[dt]}(CblasRowMajor, {'CblasLeft' if left else 'CblasRight'}, "
+          f"{'CblasLower' if lower else 'CblasUpper'}, {trans}, {diag}, (blasint)rows, "
+          f"(blasint)cols, 1, {a} + i * m * m, (blasint)m, {output} + i * rows * cols, "
+          f"(blasint)cols);")

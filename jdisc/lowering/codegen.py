@@ -67,7 +67,7 @@ def generate(prog: Program) -> CProgram:
             kernel_sigs.append(_emit_kernel_function(body, k))
     extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
-         for k in prog.kernels if k.kind == "dot" for d in blas.size_limits(k)])
+         for k in prog.kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
     sized = [(v, f"stablehlo.{op.name} at {op.loc}") for op in prog.body.ops for v in op.results]
     guards = launcher.size_guards(sized, c_dim_name)
     launcher.emit_prepare(body, prog, dim_c, extra, guards)
@@ -171,6 +171,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 stitch.emit_stitch(w, k, inputs, outs, dim_c, assume)
             elif k.kind == "loop":
                 stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
+                w("return 0;")
+            elif k.kind == "solve":
+                blas.emit_trsm(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
                 w("return 0;")
             elif k.kind == "sort":
                 sort.emit_sort(w, k, inputs, outs, dim_c, less)

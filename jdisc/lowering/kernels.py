@@ -134,7 +134,7 @@ class _Renderer:
         return cast(idx[op.attrs["iota_dimension"]], "i64", v.dtype)
 
     def at_dim_constant(self, op: Op, v: Value, idx: Index) -> str:
-        vals = [f"({ctype(v.dtype)})({self.dim(d)})" for d in op.attrs["values"]]
+        vals = [cast(f"({self.dim(d)})", "i64", v.dtype) for d in op.attrs["values"]]
         if len(vals) == 1:
             return vals[0]
         return f"((const {ctype(v.dtype)}[]){{{', '.join(vals)}}})[{self.linear(idx, v.shape)}]"
