@@ -121,3 +121,14 @@ def test_triangular_solve_through_blas(rng, left, lower):
                 return a, b
             # well-conditioned (diagonally dominant) 4x4 solves: a few f32 ulps of the result
             check(f, ({0: "B"}, {0: "B"}), make, [1, 3], tol=2e-5)
+
+
+def test_reduce_window_cumulative_and_pooling(rng):
+    def pools(x):
+        mx = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        av = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return mx, av / 4
+    check(pools, ({0: "B"},), lambda n: (rng.standard_normal((n, 9, 8, 3)).astype(np.float32),),
+          [1, 4], tol=2e-6)
+    check(lambda x: (jnp.cumsum(x, 1), jnp.cumprod(x, 1), jax.lax.cummax(x, 1)), ({0: "B"},),
+          lambda n: (rng.standard_normal((n, 7)).astype(np.float32),), [1, 6], tol=2e-6)

@@ -233,7 +233,7 @@ class _Importer:
             elif name in ("stablehlo.constant",):
                 op.attrs["value"] = dense_value(o.attributes["value"], results[0].dtype,
                                                 results[0].shape)
-            elif name == "stablehlo.reduce":
+            elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
                 self.import_reducer(o, op)
                 if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region
                     blk = o.regions[0].blocks[0]

@@ -312,6 +312,26 @@ class _Propagator:
         self.same_shape(op, a.shape[:-2], b.shape[:-2], "batch dimensions")
         return [b.shape]
 
+    def shape_reduce_window(self, op):
+        n = len(op.results)
+        x = op.operands[0]
+        r = x.rank
+        a = op.attrs
+        win = a["window_dimensions"]
+        strides = a.get("window_strides") or (1,) * r
+        base = a.get("base_dilations") or (1,) * r
+        wdil = a.get("window_dilations") or (1,) * r
+        pad = a.get("padding") or (0,) * (2 * r)
+        a.update(window_strides=tuple(strides), base_dilations=tuple(base),
+                 window_dilations=tuple(wdil), padding=tuple(pad))
+        out = []
+        for d in range(r):
+            padded = symbolic.dmax(x.shape[d] - 1, 0) * base[d] + symbolic.dmin(x.shape[d], 1) \
+                + pad[2 * d] + pad[2 * d + 1]
+            extent = (win[d] - 1) * wdil[d] + 1
+            out.append(symbolic.dmax(symbolic.floordiv(padded - extent, strides[d]) + 1, 0))
+        return [tuple(out)] * n
+
     def shape_sort(self, op):
         return [x.shape for x in op.operands]
 

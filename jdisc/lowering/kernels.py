@@ -378,6 +378,8 @@ def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         _emit_reduce(w, r, kernel.root, outputs, dim)
     elif kernel.kind == "concat":
         _emit_concat(w, r, kernel.root, outputs[0], dim)
+    elif kernel.kind == "window":
+        _emit_window(w, r, kernel.root, outputs, dim)
     else:
         raise UnsupportedOpError(f"kernel kind {kernel.kind}")
 
@@ -410,6 +412,51 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     else:
         w(f"acc0 = {_COMBINE[op.attrs['reducer']]('acc0', vals[0], out.dtype)};")
     r.pop()
+    close_inner()
+    lin = r.linear(oidx, out.shape)
+    for acc, name in zip(accs, outputs):
+        w(f"{name}[{lin}] = {acc};")
+    r.pop()
+    close_outer()
+
+
+def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+    """reduce_window: for each output element, the window's in-bounds elements (padding and
+    base-dilation holes read as the init value, i.e. are skipped)."""
+    n = len(op.results)
+    xs, inits = op.operands[:n], op.operands[n:]
+    x, out = xs[0], op.results[0]
+    a = op.attrs
+    oidx, close_outer = _loop_nest(w, out.shape, dim)
+    r.push()
+    accs = [f"acc{k}" for k in range(n)]
+    for acc, init, res in zip(accs, inits, op.results):
+        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
+    widx, close_inner = _loop_nest(w, a["window_dimensions"], dim, prefix="r")
+    conds, sub = [], []
+    for d in range(x.rank):
+        p = (f"({oidx[d]} * {a['window_strides'][d]} + {widx[d]} * {a['window_dilations'][d]}"
+             f" - {a['padding'][2 * d]})")
+        bd = a["base_dilations"][d]
+        if bd == 1:
+            conds.append(f"{p} >= 0 && {p} < {dim(x.shape[d])}")
+            sub.append(p)
+        else:
+            conds.append(f"{p} >= 0 && {p} % {bd} == 0 && {p} / {bd} < {dim(x.shape[d])}")
+            sub.append(f"({p} / {bd})")
+    w(f"if ({' && '.join(f'({c})' for c in conds) or '1'}) {{")
+    w.level += 1
+    r.push()
+    vals = [r.load(v, tuple(sub)) for v in xs]
+    if a["reducer"] == "body":
+        new = render_body(w, r, op.regions[0], accs + vals)
+        for acc, expr in zip(accs, new):
+            w(f"{acc} = {expr};")
+    else:
+        w(f"acc0 = {_COMBINE[a['reducer']]('acc0', vals[0], out.dtype)};")
+    r.pop()
+    w.level -= 1
+    w("}")
     close_inner()
     lin = r.linear(oidx, out.shape)
     for acc, name in zip(accs, outputs):
