@@ -212,6 +212,10 @@ class _Importer:
             operands = [env[v] for v in o.operands]
             if name in ("func.return", "stablehlo.return"):
                 return operands
+            if name == "stablehlo.optimization_barrier":   # an identity for a compiler like jdisc
+                for r, v in zip(o.results, operands):
+                    env[r] = v
+                continue
             if name == "func.call":
                 callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
                 outs = self.import_func(self.funcs[callee], operands, ops)
