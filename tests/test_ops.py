@@ -132,3 +132,18 @@ def test_reduce_window_cumulative_and_pooling(rng):
           [1, 4], tol=2e-6)
     check(lambda x: (jnp.cumsum(x, 1), jnp.cumprod(x, 1), jax.lax.cummax(x, 1)), ({0: "B"},),
           lambda n: (rng.standard_normal((n, 7)).astype(np.float32),), [1, 6], tol=2e-6)
+
+
+def test_compile_stablehlo_from_a_portable_artifact(rng):
+    # any producer's StableHLO: here jax.export's serialized portable artifact (VHLO bytecode)
+    from jax import export
+    n = export.symbolic_shape("n")[0]
+    exp = export.export(jax.jit(lambda x: jnp.tanh(x) @ x.T))(
+        jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    f = jdisc.compile_stablehlo(exp.mlir_module_serialized)
+    for rows in (1, 6):
+        x = rng.standard_normal((rows, 4)).astype(np.float32)
+        (got,) = f(x)
+        assert_close(got, np.tanh(x) @ x.T, 2e-6)
+    with pytest.raises(jdisc.ShapeError):
+        f(np.ones((3, 5), np.float32))
