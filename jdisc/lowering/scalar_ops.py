@@ -246,13 +246,15 @@ static inline jd_bf16 jd_f32_to_bf16(float f) {
 }
 static inline float jd_f16_to_f32(jd_f16 h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-    const float normal = jd_f32_from_bits((em << 13) + ((uint32_t)(127 - 15) << 23));
+    const uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
     /* inf, or NaN made quiet with its payload (as x86's vcvtph2ps, which XLA:CPU uses) */
-    const float special = jd_f32_from_bits(0x7f800000u | ((em & 0x3ffu) << 13)
-                                           | ((em & 0x3ffu) ? 0x400000u : 0u));
-    const float subnormal = (float)em * 0x1p-24f;                     /* exact */
-    const float mag = em >= 0x7c00u ? special : em >= 0x0400u ? normal : subnormal;
-    return jd_f32_from_bits(jd_f32_bits(mag) | sign);
+    const uint32_t special = 0x7f800000u | ((em & 0x3ffu) << 13) | ((em & 0x3ffu) ? 0x400000u : 0u);
+    const uint32_t subnormal = jd_f32_bits((float)em * 0x1p-24f);    /* exact */
+    /* blended with masks, not selected: GCC then keeps the float multiply unconditional and
+       vectorises the loop (it will not if-convert a branch holding it) */
+    const uint32_t is_sub = -(uint32_t)(em < 0x0400u), is_special = -(uint32_t)(em >= 0x7c00u);
+    return jd_f32_from_bits(sign | (subnormal & is_sub) | (special & is_special)
+                            | (normal & ~(is_sub | is_special)));
 }
 static inline jd_f16 jd_f32_to_f16(float f) {
     const uint32_t u = jd_f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
