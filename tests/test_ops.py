@@ -147,3 +147,23 @@ def test_compile_stablehlo_from_a_portable_artifact(rng):
         assert_close(got, np.tanh(x) @ x.T, 2e-6)
     with pytest.raises(jdisc.ShapeError):
         f(np.ones((3, 5), np.float32))
+
+
+@pytest.mark.parametrize("spec", [
+    dict(strides=(1, 1), padding="SAME", dn=("NHWC", "HWIO", "NHWC"), xs=(9, 8, 3), ws=(3, 3, 3, 4)),
+    dict(strides=(2, 1), padding=((1, 0), (1, 1)), lhs=(1, 2), rhs=(2, 1),
+         dn=("NCHW", "OIHW", "NHWC"), xs=(3, 8, 8), ws=(4, 3, 3, 3)),
+    dict(strides=(1, 1), padding="VALID", dn=("NHWC", "HWIO", "NHWC"), groups=2, xs=(7, 7, 4),
+         ws=(2, 2, 2, 6)),
+    dict(strides=(1,), padding="SAME", dn=("NWC", "WIO", "NWC"), xs=(11, 3), ws=(5, 3, 2)),
+])
+def test_convolution_im2col_gemm(rng, spec):
+    def f(x, w):
+        return jax.lax.conv_general_dilated(
+            x, w, spec["strides"], spec["padding"], lhs_dilation=spec.get("lhs"),
+            rhs_dilation=spec.get("rhs"), dimension_numbers=spec["dn"],
+            feature_group_count=spec.get("groups", 1))
+    w = rng.standard_normal(spec["ws"]).astype(np.float32)
+    # sums of up to 27 products: a few f32 ulps of the output scale
+    check(f, ({0: "B"}, None), lambda n: (rng.standard_normal((n,) + spec["xs"]).astype(np.float32), w),
+          [1, 3], tol=2e-5)

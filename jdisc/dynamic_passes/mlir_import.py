@@ -160,6 +160,16 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
                 "rhs_batch": tuple(dn.rhs_batching_dimensions),
                 "lhs_contract": tuple(dn.lhs_contracting_dimensions),
                 "rhs_contract": tuple(dn.rhs_contracting_dimensions)}
+    if name == "dimension_numbers" and str(a).startswith("#stablehlo.conv"):
+        dn = stablehlo.ConvDimensionNumbers(a)
+        return {"in_batch": dn.input_batch_dimension, "in_feature": dn.input_feature_dimension,
+                "in_spatial": tuple(dn.input_spatial_dimensions),
+                "k_in": dn.kernel_input_feature_dimension,
+                "k_out": dn.kernel_output_feature_dimension,
+                "k_spatial": tuple(dn.kernel_spatial_dimensions),
+                "out_batch": dn.output_batch_dimension,
+                "out_feature": dn.output_feature_dimension,
+                "out_spatial": tuple(dn.output_spatial_dimensions)}
     if name == "dimension_numbers" and str(a).startswith("#stablehlo.gather"):
         dn = stablehlo.GatherDimensionNumbers(a)
         return {"offset_dims": tuple(dn.offset_dims),

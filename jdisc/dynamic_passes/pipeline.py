@@ -13,6 +13,7 @@ from jdisc.dynamic_passes import mlir_import
 from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                               resolve_dynamic_ops)
 from jdisc.dynamic_passes.constraints import analyze_constraints
+from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
 from jdisc.dynamic_passes.ir import Program, format_program
@@ -31,6 +32,7 @@ PASSES: list[Pass] = [
     eliminate_dead_code,
     analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors
     canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
+    canonicalize_convolutions,  # convolutions in NHWC / HWIO (transposes where needed)
     plan_kernels,             # fusion: kernels and materialised buffers
     plan_memory,              # one arena per call; buffers reuse slots they provably fit
 ]

@@ -332,6 +332,35 @@ class _Propagator:
             out.append(symbolic.dmax(symbolic.floordiv(padded - extent, strides[d]) + 1, 0))
         return [tuple(out)] * n
 
+    def shape_convolution(self, op):
+        x, k = op.operands
+        a = op.attrs
+        dn = a["dimension_numbers"]
+        ns = len(dn["in_spatial"])
+        if a.get("batch_group_count", 1) != 1:
+            raise UnsupportedOpError(f"stablehlo.convolution with batch_group_count > 1 at "
+                                     f"{op.loc}")
+        strides = a.get("window_strides") or (1,) * ns
+        pad = a.get("padding") or (0,) * (2 * ns)
+        lhs_dil = a.get("lhs_dilation") or (1,) * ns
+        rhs_dil = a.get("rhs_dilation") or (1,) * ns
+        a.update(window_strides=tuple(strides), padding=tuple(pad), lhs_dilation=tuple(lhs_dil),
+                 rhs_dilation=tuple(rhs_dil))
+        groups = a.get("feature_group_count", 1)
+        self.same_shape(op, (x.shape[dn["in_feature"]],), (k.shape[dn["k_in"]] * groups,),
+                        "input features")
+        out = [None] * x.rank
+        out[dn["out_batch"]] = x.shape[dn["in_batch"]]
+        out[dn["out_feature"]] = k.shape[dn["k_out"]]
+        for i in range(ns):
+            n, w = x.shape[dn["in_spatial"][i]], k.shape[dn["k_spatial"][i]]
+            padded = symbolic.dmax(n - 1, 0) * lhs_dil[i] + symbolic.dmin(n, 1) \
+                + pad[2 * i] + pad[2 * i + 1]
+            extent = (w - 1) * rhs_dil[i] + 1
+            out[dn["out_spatial"][i]] = symbolic.dmax(
+                symbolic.floordiv(padded - extent, strides[i]) + 1, 0)
+        return [tuple(out)]
+
     def shape_sort(self, op):
         return [x.shape for x in op.operands]
 

@@ -21,7 +21,7 @@ SUPPORTED_OPS = frozenset({
     "concatenate", "slice", "reverse", "pad", "dynamic_pad", "dynamic_slice",
     "dynamic_update_slice", "gather", "dynamic_gather",
     # reductions and contractions
-    "reduce", "dot_general", "sort", "triangular_solve", "reduce_window",
+    "reduce", "dot_general", "sort", "triangular_solve", "reduce_window", "convolution",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
     "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
     "real_dynamic_slice", "shape_assertion",
@@ -46,7 +46,7 @@ def check_supported(prog: Program) -> Program:
     return prog
 
 
-assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
+assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolution", "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
                         "transpose", "concatenate", "slice", "reduce", "dot_general",
                         "select", "clamp", "get_dimension_size", "reverse", "pad",
                         "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",

@@ -18,7 +18,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, Value, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, launcher, sort, stitch
+from jdisc.lowering import blas, conv, launcher, sort, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
@@ -172,6 +172,8 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
             elif k.kind == "loop":
                 stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
+            elif k.kind == "conv":
+                conv.emit_conv(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
             elif k.kind == "solve":
                 blas.emit_trsm(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
                 w("return 0;")

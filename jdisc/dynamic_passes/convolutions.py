@@ -1,0 +1,48 @@
+"""Convolutions in one layout: input [N, spatial..., C], kernel [spatial..., C/groups, O],
+output [N, spatial..., O]. Other layouts get explicit transposes (fused into loop kernels), so
+the convolution kernel is one im2col + GEMM scheme."""
+
+from __future__ import annotations
+
+from jdisc.dynamic_passes.ir import Op, Program, Value
+
+
+def _transpose(v: Value, perm: tuple[int, ...], loc: str) -> tuple[Op | None, Value]:
+    if perm == tuple(range(v.rank)):
+        return None, v
+    out = Value(v.dtype, tuple(v.shape[p] for p in perm))
+    return Op("transpose", [v], [out], {"permutation": perm}, loc), out
+
+
+def canonicalize_convolutions(prog: Program) -> Program:
+    """Pass: every convolution reads NHWC/HWIO and writes NHWC (transposes inserted)."""
+    new_ops: list[Op] = []
+    for op in prog.body.ops:
+        if op.name != "convolution":
+            new_ops.append(op)
+            continue
+        dn = op.attrs["dimension_numbers"]
+        x, k = op.operands
+        t_x, x2 = _transpose(x, (dn["in_batch"], *dn["in_spatial"], dn["in_feature"]), op.loc)
+        t_k, k2 = _transpose(k, (*dn["k_spatial"], dn["k_in"], dn["k_out"]), op.loc)
+        new_ops += [t for t in (t_x, t_k) if t is not None]
+        out = op.results[0]
+        order = (dn["out_batch"], *dn["out_spatial"], dn["out_feature"])
+        canon = Value(out.dtype, tuple(out.shape[d] for d in order))
+        ns = len(dn["in_spatial"])
+        op.operands = [x2, k2]
+        op.attrs["dimension_numbers"] = {
+            "in_batch": 0, "in_feature": ns + 1, "in_spatial": tuple(range(1, ns + 1)),
+            "k_in": ns, "k_out": ns + 1, "k_spatial": tuple(range(ns)),
+            "out_batch": 0, "out_feature": ns + 1, "out_spatial": tuple(range(1, ns + 1))}
+        if order == tuple(range(out.rank)):
+            new_ops.append(op)
+            continue
+        op.results = [canon]
+        canon.producer = op
+        new_ops.append(op)
+        inverse = tuple(order.index(d) for d in range(out.rank))
+        back = Op("transpose", [canon], [out], {"permutation": inverse}, op.loc)
+        new_ops.append(back)
+    prog.body.ops = new_ops
+    return prog
