@@ -15,6 +15,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
+from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
 
 CHUNK = 256   # output positions unrolled at a time (bounds the im2col buffer)
@@ -34,9 +35,11 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     out = op.results[0]
     a = op.attrs
     ns = x.rank - 2
+    if out.dtype in ("f16", "bf16") or x.dtype in ("f16", "bf16"):
+        raise UnsupportedOpError(f"stablehlo.convolution on {out.dtype} at {op.loc}")
     groups = a.get("feature_group_count", 1)
     reversal = a.get("window_reversal") or (False,) * ns
-    t = ctype(out.dtype)
+    t, tx, tk = ctype(out.dtype), ctype(x.dtype), ctype(k.dtype)
     xin, kin = inputs
     w(f"const int64_t batch = {dim(x.shape[0])}, cin = {dim(x.shape[-1])}, "
       f"cout = {dim(k.shape[-1])};")
@@ -50,7 +53,7 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     with w.block("if (kk == 0)"):
         w(f"for (int64_t i = 0; i < batch * npos * cout; i++) {output}[i] = 0;")
         w("return 0;")
-    w(f"{t} *col = ({t} *)malloc(sizeof({t}) * (size_t)({CHUNK} * kk) + 1);")
+    w(f"{tx} *col = ({tx} *)malloc(sizeof({tx}) * (size_t)({CHUNK} * kk) + 1);")
     w("if (!col) return 1;")
     with w.block("for (int64_t b = 0; b < batch; b++)"):
         with w.block(f"for (int64_t g = 0; g < {groups}; g++)"):
@@ -60,7 +63,7 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                     w("int64_t rest = p0 + r;")
                     for i in range(ns - 1, -1, -1):
                         w(f"const int64_t o{i} = rest % osz{i}; rest /= osz{i};")
-                    w(f"{t} *crow = col + r * kk;")
+                    w(f"{tx} *crow = col + r * kk;")
                     w("int64_t q = 0;")
                     for i in range(ns):   # kernel positions, outermost first (HWIO order)
                         w(f"for (int64_t w{i} = 0; w{i} < ksz{i}; w{i}++) {{")
@@ -81,7 +84,7 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                     lin = "b"
                     for i in range(ns):
                         lin = f"({lin}) * isz{i} + (inside ? {idx[i]} : 0)"
-                    w(f"const {t} *src = {xin} + (({lin}) * cin + g * cin_g);")
+                    w(f"const {tx} *src = {xin} + (({lin}) * cin + g * cin_g);")
                     w(f"for (int64_t c = 0; c < cin_g; c++) crow[q++] = inside ? src[c] : 0;")
                     for _ in range(ns):
                         w.level -= 1
@@ -95,8 +98,8 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                     with w.block("for (int64_t r = 0; r < rows; r++)"):
                         with w.block("for (int64_t j = 0; j < cout_g; j++)"):
                             w(f"{t} acc = 0;")
-                            w(f"for (int64_t q = 0; q < kk; q++) acc += col[r * kk + q] * "
-                              f"{kin}[q * cout + g * cout_g + j];")
+                            w(f"for (int64_t q = 0; q < kk; q++) acc += ({t})col[r * kk + q] * "
+                              f"({t}){kin}[q * cout + g * cout_g + j];")
                             w(f"({dst})[r * cout + j] = acc;")
     w("free(col);")
     w("return 0;")
