@@ -41,7 +41,7 @@ import jaxlib  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jdisc  # noqa: E402
-from jdisc.workloads import Workload, workloads  # noqa: E402
+from jdisc.workloads import Workload, cnn_side, workloads  # noqa: E402
 
 GEMM_WORKLOADS = ("W1", "W3")    # baseline: bare sgemm calls
 MEMORY_WORKLOADS = ("W2",)          # baseline: memcpy of the workload's input + output bytes
@@ -280,7 +280,9 @@ def print_table(name: str, res: dict) -> None:
     print(f"\n{name}: {res['description']}")
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for r in res["rows"]:
-        shape = f"N={r['B'] * r['S']}" if name == "W3" else f"{r['B']}x{r['S']}"
+        shape = (f"N={r['B'] * r['S']}" if name == "W3" else
+                 f"{r['B']}x{cnn_side(r['S'])}x{cnn_side(r['S'])}" if name == "W4"
+                 else f"{r['B']}x{r['S']}")
         cells = [shape, f"{r['jdisc_ms']:.3f}", f"{r['xla_ms']:.3f}", f"{r['ratio']:.2f}",
                  f"{r['xla_compile_s']:.3f}"]
         cells += [f"{r[k]:.1f}" for k in ("jdisc_gflops", "xla_gflops", "sgemm_gflops")
@@ -306,7 +308,7 @@ def print_table(name: str, res: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workloads", default="W1,W2,W3", help="comma-separated, e.g. W1,W3")
+    p.add_argument("--workloads", default="W1,W2,W3,W4", help="comma-separated, e.g. W1,W3")
     p.add_argument("--shapes", type=int, help="distinct (B, S) shapes (default 10; quick 4)")
     p.add_argument("--repeats", type=int, help="timed calls per shape (default 7; quick 3)")
     p.add_argument("--quick", action="store_true",

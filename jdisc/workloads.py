@@ -64,6 +64,22 @@ def bert_layer(params, x, mask, num_heads: int = 12):
     return layer_norm(h + f, params["ln2_g"], params["ln2_b"])
 
 
+def cnn(params, x):
+    """W4: conv3x3 + ReLU + max-pool 2x2 + conv3x3 + ReLU + global average, NHWC."""
+    dn = ("NHWC", "HWIO", "NHWC")
+    y = jax.lax.conv_general_dilated(x, params["w1"], (1, 1), "SAME", dimension_numbers=dn)
+    y = jax.nn.relu(y + params["b1"])
+    y = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    y = jax.lax.conv_general_dilated(y, params["w2"], (1, 1), "SAME", dimension_numbers=dn)
+    y = jax.nn.relu(y + params["b2"])
+    return y.mean(axis=(1, 2))
+
+
+def cnn_side(s: int) -> int:
+    """The image side W4 uses for a benchmark shape (B, S): 10..72 pixels for S in 16..512."""
+    return 8 + s // 8
+
+
 # ------------------------------------------------------------------------------- parameters
 
 def _dense(rng, n_in, n_out):
@@ -118,8 +134,16 @@ def _bert_args(params):
     return make
 
 
+def cnn_params(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"w1": (rng.standard_normal((3, 3, 3, 32)) / np.sqrt(27)).astype(np.float32),
+            "b1": (0.1 * rng.standard_normal(32)).astype(np.float32),
+            "w2": (rng.standard_normal((3, 3, 32, 64)) / np.sqrt(288)).astype(np.float32),
+            "b2": (0.1 * rng.standard_normal(64)).astype(np.float32)}
+
+
 def workloads() -> dict[str, Workload]:
-    bp, mp, lp = bert_params(), mlp_params(), ln_params()
+    bp, mp, lp, cp = bert_params(), mlp_params(), ln_params(), cnn_params()
     return {
         "W1": Workload(
             "W1", "BERT-base encoder layer x[B,S,768]", bert_layer,
@@ -134,4 +158,10 @@ def workloads() -> dict[str, Workload]:
             "W3", "MLP 512->2048->512 x[N,512], N=B*S", mlp, (None, {0: "N"}),
             lambda b, s, rng: (mp, rng.standard_normal((b * s, 512)).astype(np.float32)),
             lambda b, s: 2.0 * b * s * (512 * 2048 * 2)),
+        "W4": Workload(
+            "W4", "CNN conv3x3(3->32)+ReLU+maxpool+conv3x3(32->64)+ReLU+mean, x[B,H,W,3], "
+                  "H=W=8+S/8", cnn, (None, {0: "B", 1: "H", 2: "W"}),
+            lambda b, s, rng: (cp, rng.standard_normal(
+                (b, cnn_side(s), cnn_side(s), 3)).astype(np.float32)),
+            lambda b, s: 2.0 * b * (cnn_side(s) ** 2 * 27 * 32 + (cnn_side(s) // 2) ** 2 * 288 * 64)),
     }

@@ -129,3 +129,11 @@ def test_f64_where_x64_is_enabled(rng):
 def test_size_zero_and_one(rng):
     wl = W.workloads()["W1"]
     run_differential(wl.fn, wl.dynamic_axes, wl.make_args, [(0, 5), (1, 1), (3, 0)], 2e-5, rng)
+
+
+def test_cnn_dynamic_batch_and_spatial_dims(rng):
+    # conv (im2col + GEMM) + ReLU + max-pool + conv + global average; sums of <= 288 products
+    p = W.cnn_params()
+    run_differential(W.cnn, (None, {0: "B", 1: "H", 2: "W"}),
+                     lambda b, s, r: (p, r.standard_normal((b, s, s + 3, 3)).astype(np.float32)),
+                     [(1, 2), (2, 7), (3, 16), (1, 33)], 2e-5, rng)

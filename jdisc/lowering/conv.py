@@ -18,7 +18,7 @@ from jdisc.lowering.cdtype import ctype
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
 
-CHUNK = 256   # output positions unrolled at a time (bounds the im2col buffer)
+CHUNK = 2048  # output positions unrolled at a time (bounds the im2col buffer)
 
 
 def _prod(dims) -> Dim:

@@ -392,6 +392,7 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     dims = op.attrs["dimensions"]
     kept = [i for i in range(x.rank) if i not in dims]
     out = op.results[0]
+    _parallel_outer(w, out, dim)
     oidx, close_outer = _loop_nest(w, out.shape, dim)
     r.push()
     accs = [f"acc{k}" for k in range(n)]
@@ -420,6 +421,13 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     close_outer()
 
 
+def _parallel_outer(w: CWriter, out: Value, dim) -> None:
+    """Run the outermost output loop in parallel when the output is large."""
+    if out.rank:
+        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
+          f"if ({dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096)")
+
+
 def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
     """reduce_window: for each output element, the window's in-bounds elements (padding and
     base-dilation holes read as the init value, i.e. are skipped)."""
@@ -427,6 +435,7 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     xs, inits = op.operands[:n], op.operands[n:]
     x, out = xs[0], op.results[0]
     a = op.attrs
+    _parallel_outer(w, out, dim)
     oidx, close_outer = _loop_nest(w, out.shape, dim)
     r.push()
     accs = [f"acc{k}" for k in range(n)]
@@ -438,7 +447,11 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
         p = (f"({oidx[d]} * {a['window_strides'][d]} + {widx[d]} * {a['window_dilations'][d]}"
              f" - {a['padding'][2 * d]})")
         bd = a["base_dilations"][d]
-        if bd == 1:
+        plain = (bd == 1 and a["padding"][2 * d] == 0 and a["padding"][2 * d + 1] == 0
+                 and a["window_dilations"][d] == 1)
+        if plain:   # o*s + k <= (out-1)*s + w-1 <= n-1: always inside, no test
+            sub.append(p)
+        elif bd == 1:
             conds.append(f"{p} >= 0 && {p} < {dim(x.shape[d])}")
             sub.append(p)
         else:
