@@ -167,3 +167,13 @@ def test_convolution_im2col_gemm(rng, spec):
     # sums of up to 27 products: a few f32 ulps of the output scale
     check(f, ({0: "B"}, None), lambda n: (rng.standard_normal((n,) + spec["xs"]).astype(np.float32), w),
           [1, 3], tol=2e-5)
+
+
+def test_reduce_precision_bit_exact(rng):
+    x = np.concatenate([rng.standard_normal(500).astype(np.float32)
+                        * np.float32(10.0) ** rng.integers(-8, 8, 500).astype(np.float32),
+                        np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 65504, 65520, 1e-5, 6e-5,
+                                  3e38], np.float32)])
+    for e, m in [(5, 10), (8, 7), (2, 1), (8, 0), (3, 5)]:
+        check(lambda v: jax.lax.reduce_precision(v, exponent_bits=e, mantissa_bits=m),
+              ({0: "N"},), lambda n: (x[:n],), [1, len(x)])

@@ -194,11 +194,37 @@ SCALAR_OPS: dict[str, Render] = {
     "shift_left": _int_helper("shl"), "shift_right_logical": _int_helper("shrl"),
     "shift_right_arithmetic": _int_helper("shra"), "popcnt": _int_helper("popcnt"),
     "count_leading_zeros": _int_helper("clz"), "bitcast_convert": _bitcast_convert,
+    "reduce_precision": lambda a, dts, out, op: (
+        f"jd_reduce_precision_{dts[0]}({a[0]}, {op.attrs['exponent_bits']}, "
+        f"{op.attrs['mantissa_bits']})"),
 }
 
 # f16/bf16 ops that only choose among their operands' bits (no widening, no rounding), and
 # convert, which handles halves itself
 _ON_HALF_BITS = frozenset({"select", "maximum", "minimum", "clamp", "bitcast_convert", "convert"})
+
+
+# reduce_precision: round the mantissa to `m` bits (nearest even), then send exponents outside
+# an `e`-bit range to infinity or (signed) zero; NaN stays NaN.
+_REDUCE_PRECISION = "\n".join(
+    f"""static inline {ct} jd_reduce_precision_{t}({ct} x, int e, int m) {{
+  {ut} u; memcpy(&u, &x, sizeof u);
+  const {ut} sign = ({ut})1 << {bits - 1}, expmask = (({ut})1 << {ebits}) - 1;
+  if ((u & ~sign) > (expmask << {mbits})) return x;
+  if (m < {mbits}) {{
+    const int shift = {mbits} - m;
+    const {ut} last = (u >> shift) & 1;
+    u = (u + ((({ut})1 << (shift - 1)) - 1) + last) & ~((({ut})1 << shift) - 1);
+  }}
+  if (e < {ebits}) {{
+    const int64_t exp = (int64_t)((u >> {mbits}) & expmask), bias = {(1 << (ebits - 1)) - 1};
+    const int64_t reduced = (1LL << (e - 1)) - 1;
+    if (exp > bias + reduced) u = (u & sign) | (expmask << {mbits});
+    else if (exp <= bias - reduced) u = u & sign;
+  }}
+  memcpy(&x, &u, sizeof u); return x;
+}}""" for t, ct, ut, bits, ebits, mbits in (("f32", "float", "uint32_t", 32, 8, 23),
+                                            ("f64", "double", "uint64_t", 64, 11, 52)))
 
 
 def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str) -> str:
@@ -312,7 +338,7 @@ def _int_bit_prelude(t: str, bits: int) -> list[str]:
 
 def c_prelude() -> str:
     """Helpers the rendered expressions call, defined once per generated file."""
-    lines = [HALF_C] + _half_prelude() + [
+    lines = [HALF_C, _REDUCE_PRECISION] + _half_prelude() + [
         "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
         "return b < 0 ? b ^ 0x7fffffff : b; }",
         "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "
