@@ -177,3 +177,13 @@ def test_reduce_precision_bit_exact(rng):
     for e, m in [(5, 10), (8, 7), (2, 1), (8, 0), (3, 5)]:
         check(lambda v: jax.lax.reduce_precision(v, exponent_bits=e, mantissa_bits=m),
               ({0: "N"},), lambda n: (x[:n],), [1, len(x)])
+
+
+def test_scatter_add_set_max_with_repeated_and_dropped_indices(rng):
+    def f(x, i, u):
+        return (x.at[i].add(u), x.at[i].set(u), x.at[i].max(u),
+                x.at[i, 1:3].multiply(u[:, :2]), x.at[i + 100].add(u, mode="drop"))
+    idx = np.array([0, 2, 2], np.int32)      # a repeated index combines in update order
+    check(f, ({0: "B"}, None, None),
+          lambda n: (mat(rng, n, 4), idx, rng.standard_normal((3, 4)).astype(np.float32)),
+          [3, 9], constraints=("B >= 3",), tol=1e-6)

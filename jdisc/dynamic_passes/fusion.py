@@ -36,8 +36,10 @@ LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "
                           "reverse", "pad", "dynamic_slice", "dynamic_update_slice", "gather"}
 # Ops that are kernels of their own kind, and those that read their operands from memory.
 _ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
-               "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv"}
-MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution"})
+               "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv",
+               "scatter": "scatter"}
+MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution",
+                             "scatter"})
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",

@@ -160,6 +160,14 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
                 "rhs_batch": tuple(dn.rhs_batching_dimensions),
                 "lhs_contract": tuple(dn.lhs_contracting_dimensions),
                 "rhs_contract": tuple(dn.rhs_contracting_dimensions)}
+    if name == "scatter_dimension_numbers":
+        dn = stablehlo.ScatterDimensionNumbers(a)
+        return {"update_window_dims": tuple(dn.update_window_dims),
+                "inserted_window_dims": tuple(dn.inserted_window_dims),
+                "input_batching_dims": tuple(dn.input_batching_dims),
+                "scatter_indices_batching_dims": tuple(dn.scatter_indices_batching_dims),
+                "scatter_dims_to_operand_dims": tuple(dn.scattered_dims_to_operand_dims),
+                "index_vector_dim": dn.index_vector_dim}
     if name == "dimension_numbers" and str(a).startswith("#stablehlo.conv"):
         dn = stablehlo.ConvDimensionNumbers(a)
         return {"in_batch": dn.input_batch_dimension, "in_feature": dn.input_feature_dimension,
@@ -256,6 +264,15 @@ class _Importer:
                     inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
                     outs = self.import_block_ops(blk, inner, body_ops)
                     op.regions = [Block(params, body_ops, outs)]
+            elif name == "stablehlo.scatter":   # the update computation becomes a region
+                blk = o.regions[0].blocks[0]
+                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+                body_ops: list[Op] = []
+                inner = {**env, **dict(zip(blk.arguments, params))}
+                outs = self.import_block_ops(blk, inner, body_ops)
+                op.regions = [Block(params, body_ops, outs)]
+                if len(results) != 1:
+                    op.attrs["unsupported"] = "scatter of several operands"
             elif name == "stablehlo.sort":   # the comparator becomes a region
                 blk = o.regions[0].blocks[0]
                 params = [Value(*tensor_type(a.type)) for a in blk.arguments]

@@ -361,6 +361,9 @@ class _Propagator:
                 symbolic.floordiv(padded - extent, strides[i]) + 1, 0)
         return [tuple(out)]
 
+    def shape_scatter(self, op):
+        return [op.operands[0].shape]
+
     def shape_sort(self, op):
         return [x.shape for x in op.operands]
 

@@ -22,6 +22,7 @@ SUPPORTED_OPS = frozenset({
     "dynamic_update_slice", "gather", "dynamic_gather",
     # reductions and contractions
     "reduce", "dot_general", "sort", "triangular_solve", "reduce_window", "convolution",
+    "scatter",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
     "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
     "real_dynamic_slice", "shape_assertion",
@@ -46,7 +47,8 @@ def check_supported(prog: Program) -> Program:
     return prog
 
 
-assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolution", "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
+assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolution", "scatter",
+                        "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
                         "transpose", "concatenate", "slice", "reduce", "dot_general",
                         "select", "clamp", "get_dimension_size", "reverse", "pad",
                         "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",

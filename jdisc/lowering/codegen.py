@@ -18,7 +18,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, Value, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, conv, launcher, sort, stitch
+from jdisc.lowering import blas, conv, launcher, scatter, sort, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
@@ -171,6 +171,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 stitch.emit_stitch(w, k, inputs, outs, dim_c, assume)
             elif k.kind == "loop":
                 stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
+                w("return 0;")
+            elif k.kind == "scatter":
+                scatter.emit_scatter(w, k, inputs, outs, dim_c)
                 w("return 0;")
             elif k.kind == "conv":
                 conv.emit_conv(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)

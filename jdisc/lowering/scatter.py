@@ -1,0 +1,54 @@
+"""stablehlo.scatter: copy the operand into the result, then apply the update computation for
+every update element whose target lies inside the operand (others are skipped, as the spec
+says). Sequential in update order, so repeated indices combine deterministically."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from jdisc.dynamic_passes.fusion import Kernel
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.lowering.cdtype import ctype
+from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.kernels import _loop_nest, _Renderer, render_body
+
+
+def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
+                 dim: Callable[[Dim], str]) -> None:
+    op = kernel.root
+    x, indices, upd = op.operands
+    out = op.results[0]
+    dn = op.attrs["scatter_dimension_numbers"]
+    ivd = dn["index_vector_dim"]
+    r = _Renderer(w, inputs, dim)
+    t = ctype(out.dtype)
+    w(f"memcpy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)({dim(x.num_elements())}));")
+    uidx, close = _loop_nest(w, upd.shape, dim, prefix="u")
+    scatter_dims = [d for d in range(upd.rank) if d not in dn["update_window_dims"]]
+    sidx = [uidx[d] for d in scatter_dims]
+    full = ["0"] * x.rank
+    for k, dim_k in enumerate(dn["scatter_dims_to_operand_dims"]):
+        where = list(sidx)
+        if ivd < indices.rank:
+            where.insert(ivd, str(k))
+        full[dim_k] = f"(int64_t){r.load(indices, tuple(where))}"
+    index_dims = [d for d in range(indices.rank) if d != ivd]
+    for obd, sbd in zip(dn["input_batching_dims"], dn["scatter_indices_batching_dims"]):
+        full[obd] = sidx[index_dims.index(sbd)]
+    window_operand_dims = [d for d in range(x.rank) if d not in dn["inserted_window_dims"]
+                           and d not in dn["input_batching_dims"]]
+    for j, d in enumerate(window_operand_dims):
+        o = uidx[dn["update_window_dims"][j]]
+        full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
+    for d in range(x.rank):
+        w(f"const int64_t p{d} = {full[d]};")
+    inside = " && ".join(f"p{d} >= 0 && p{d} < {dim(x.shape[d])}" for d in range(x.rank))
+    with w.block(f"if ({inside or '1'})"):
+        lin = "0"
+        for d in range(x.rank):
+            lin = f"({lin}) * {dim(x.shape[d])} + p{d}" if d else f"p{d}"
+        w(f"const int64_t at = {lin};")
+        val = r.load(upd, uidx)
+        (new,) = render_body(w, r, op.regions[0], [f"{outputs[0]}[at]", val])
+        w(f"{outputs[0]}[at] = {new};")
+    close()
