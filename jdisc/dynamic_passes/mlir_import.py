@@ -27,7 +27,7 @@ MLIR_PIPELINE = (
     "canonicalize,cse,symbol-dce)"
 )
 
-_ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}
+_ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64", "index": "i64"}
 _DYNAMIC = ir.ShapedType.get_dynamic_size() if hasattr(ir.ShapedType, "get_dynamic_size") else -(2**63)
 _REDUCERS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
              "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or",
@@ -264,6 +264,13 @@ class _Importer:
                     inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
                     outs = self.import_block_ops(blk, inner, body_ops)
                     op.regions = [Block(params, body_ops, outs)]
+            elif name == "stablehlo.map":   # the scalar computation becomes a region
+                blk = o.regions[0].blocks[0]
+                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+                body_ops = []
+                inner = {**env, **dict(zip(blk.arguments, params))}
+                outs = self.import_block_ops(blk, inner, body_ops)
+                op.regions = [Block(params, body_ops, outs)]
             elif name == "stablehlo.scatter":   # the update computation becomes a region
                 blk = o.regions[0].blocks[0]
                 params = [Value(*tensor_type(a.type)) for a in blk.arguments]
@@ -282,7 +289,9 @@ class _Importer:
                 op.regions = [Block(params, body_ops, outs)]
             elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
-            if not name.startswith("stablehlo."):
+            if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
+                op.name = "shape_of"
+            elif not name.startswith("stablehlo."):
                 op.attrs["unsupported"] = f"op '{name}'"
             for r, v in zip(o.results, results):
                 env[r] = v

@@ -122,7 +122,7 @@ class _Propagator:
         for r, s in zip(op.results, shapes):
             r.shape = self.reconcile(op, r.shape, tuple(s))
         sym_fn = getattr(self, "sym_" + op.name, None)
-        needs_operands = op.name not in ("get_dimension_size", "constant")
+        needs_operands = op.name not in ("get_dimension_size", "constant", "shape_of")
         if sym_fn is not None and len(op.results) == 1 and op.results[0].dtype != "i1" and (
                 not needs_operands
                 or all(v.sym is not None for v in op.operands if v.dtype != "i1")):
@@ -194,6 +194,9 @@ class _Propagator:
     # -- per-op shape rules ------------------------------------------------------------------
     def shape_get_dimension_size(self, op):
         return [()]
+
+    def shape_shape_of(self, op):
+        return [(op.operands[0].rank,)]
 
     def shape_dynamic_broadcast_in_dim(self, op):
         out = self.require_sym(op, op.operands[1], "output_dimensions")
@@ -444,6 +447,9 @@ class _Propagator:
             return tuple(int(x) for x in v.ravel())
         return None
 
+    def sym_shape_of(self, op):
+        return op.operands[0].shape
+
     def sym_get_dimension_size(self, op):
         return (op.operands[0].shape[op.attrs["dimension"]],)
 
@@ -528,7 +534,7 @@ ELEMENTWISE = frozenset("""
     exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply
     negate not or popcnt power remainder round_nearest_afz round_nearest_even rsqrt
     shift_left shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor
-    bitcast_convert reduce_precision
+    bitcast_convert reduce_precision map
 """.split())
 
 

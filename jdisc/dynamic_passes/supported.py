@@ -12,7 +12,7 @@ SUPPORTED_OPS = frozenset({
     "exponential_minus_one", "floor", "is_finite", "log", "log_plus_one", "logistic", "maximum",
     "minimum", "multiply", "negate", "not", "or", "power", "remainder", "rsqrt", "sign",
     "sine", "sqrt", "subtract", "tan", "tanh", "xor", "atan2", "cbrt", "select", "clamp",
-    "round_nearest_even", "round_nearest_afz", "reduce_precision",
+    "round_nearest_even", "round_nearest_afz", "reduce_precision", "map",
     # integer bit operations
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "popcnt",
     "count_leading_zeros", "bitcast_convert",
@@ -25,7 +25,7 @@ SUPPORTED_OPS = frozenset({
     "scatter",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
     "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-    "real_dynamic_slice", "shape_assertion",
+    "real_dynamic_slice", "shape_assertion", "shape_of",
 })
 
 
@@ -54,4 +54,4 @@ assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolutio
                         "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",
                         "dynamic_gather",
                         "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-                        "real_dynamic_slice", "shape_assertion"} <= ELEMENTWISE
+                        "real_dynamic_slice", "shape_assertion", "shape_of"} <= ELEMENTWISE

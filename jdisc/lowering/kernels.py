@@ -206,6 +206,11 @@ class _Renderer:
         self.scopes[-1][(v.id, idx)] = name
         return name
 
+    def at_map(self, op: Op, v: Value, idx: Index) -> str:
+        vals = [self.load(x, idx) for x in op.operands]
+        (res,) = render_body(self.w, self, op.regions[0], vals)
+        return res
+
     def at_reverse(self, op: Op, v: Value, idx: Index) -> str:
         dims = set(op.attrs["dimensions"])
         sub = tuple(f"({self.dim(d)} - 1 - {i})" if k in dims else i
