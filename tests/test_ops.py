@@ -187,3 +187,13 @@ def test_scatter_add_set_max_with_repeated_and_dropped_indices(rng):
     check(f, ({0: "B"}, None, None),
           lambda n: (mat(rng, n, 4), idx, rng.standard_normal((3, 4)).astype(np.float32)),
           [3, 9], constraints=("B >= 3",), tol=1e-6)
+
+
+def test_select_and_scatter_from_max_pool_gradient(rng):
+    def pool_grad(x):
+        def loss(v):
+            return jax.lax.reduce_window(v, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                         "SAME").sum()
+        return jax.grad(loss)(x)
+    check(pool_grad, ({0: "B"},),
+          lambda n: (rng.standard_normal((n, 5, 6, 2)).astype(np.float32),), [1, 3], tol=0)

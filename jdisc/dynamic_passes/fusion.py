@@ -37,9 +37,9 @@ LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "
 # Ops that are kernels of their own kind, and those that read their operands from memory.
 _ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
                "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv",
-               "scatter": "scatter"}
+               "scatter": "scatter", "select_and_scatter": "selscatter"}
 MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution",
-                             "scatter"})
+                             "scatter", "select_and_scatter"})
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",

@@ -264,6 +264,14 @@ class _Importer:
                     inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
                     outs = self.import_block_ops(blk, inner, body_ops)
                     op.regions = [Block(params, body_ops, outs)]
+            elif name == "stablehlo.select_and_scatter":   # select and scatter regions
+                for region in o.regions:
+                    blk = region.blocks[0]
+                    params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+                    body_ops = []
+                    inner = {**env, **dict(zip(blk.arguments, params))}
+                    outs = self.import_block_ops(blk, inner, body_ops)
+                    op.regions.append(Block(params, body_ops, outs))
             elif name == "stablehlo.map":   # the scalar computation becomes a region
                 blk = o.regions[0].blocks[0]
                 params = [Value(*tensor_type(a.type)) for a in blk.arguments]

@@ -367,6 +367,14 @@ class _Propagator:
     def shape_scatter(self, op):
         return [op.operands[0].shape]
 
+    def shape_dynamic_conv(self, op):
+        op.attrs["padding"] = self.require_sym(op, op.operands[2], "padding")
+        op.name, op.operands = "convolution", op.operands[:2]
+        return self.shape_convolution(op)
+
+    def shape_select_and_scatter(self, op):
+        return [op.operands[0].shape]
+
     def shape_sort(self, op):
         return [x.shape for x in op.operands]
 

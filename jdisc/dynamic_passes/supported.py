@@ -22,7 +22,7 @@ SUPPORTED_OPS = frozenset({
     "dynamic_update_slice", "gather", "dynamic_gather",
     # reductions and contractions
     "reduce", "dot_general", "sort", "triangular_solve", "reduce_window", "convolution",
-    "scatter",
+    "scatter", "select_and_scatter", "dynamic_conv",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
     "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
     "real_dynamic_slice", "shape_assertion", "shape_of",
@@ -48,6 +48,7 @@ def check_supported(prog: Program) -> Program:
 
 
 assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolution", "scatter",
+                        "select_and_scatter", "dynamic_conv",
                         "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
                         "transpose", "concatenate", "slice", "reduce", "dot_general",
                         "select", "clamp", "get_dimension_size", "reverse", "pad",

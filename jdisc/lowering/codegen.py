@@ -172,6 +172,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
             elif k.kind == "loop":
                 stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
+            elif k.kind == "selscatter":
+                scatter.emit_select_and_scatter(w, k, inputs, outs, dim_c)
+                w("return 0;")
             elif k.kind == "scatter":
                 scatter.emit_scatter(w, k, inputs, outs, dim_c)
                 w("return 0;")

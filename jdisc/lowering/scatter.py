@@ -52,3 +52,40 @@ def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
         (new,) = render_body(w, r, op.regions[0], [f"{outputs[0]}[at]", val])
         w(f"{outputs[0]}[at] = {new};")
     close()
+
+
+def emit_select_and_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str],
+                            outputs: list[str], dim: Callable[[Dim], str]) -> None:
+    """For each window of the operand, the element the select region prefers receives the
+    window's source value through the scatter region; everything else keeps the init value."""
+    op = kernel.root
+    x, source, init = op.operands
+    out = op.results[0]
+    a = op.attrs
+    r = _Renderer(w, inputs, dim)
+    t = ctype(out.dtype)
+    strides = a.get("window_strides") or (1,) * x.rank
+    pad = a.get("padding") or (0,) * (2 * x.rank)
+    w(f"const {t} init = {r.load(init, ())};")
+    w(f"for (int64_t i = 0; i < {dim(x.num_elements())}; i++) {outputs[0]}[i] = init;")
+    sidx, close = _loop_nest(w, source.shape, dim, prefix="s")
+    w("int64_t best = -1;")
+    w(f"{ctype(x.dtype)} best_val = 0;")
+    widx, close_w = _loop_nest(w, a["window_dimensions"], dim, prefix="w")
+    pos = [f"({sidx[d]} * {strides[d]} + {widx[d]} - {pad[2 * d]})" for d in range(x.rank)]
+    inside = " && ".join(f"{p} >= 0 && {p} < {dim(x.shape[d])}" for d, p in enumerate(pos))
+    with w.block(f"if ({inside or '1'})"):
+        lin = pos[0] if pos else "0"
+        for d in range(1, x.rank):
+            lin = f"({lin}) * {dim(x.shape[d])} + {pos[d]}"
+        w(f"const int64_t at = {lin};")
+        w(f"const {ctype(x.dtype)} v = {inputs[x.id]}[at];")
+        (keep,) = render_body(w, r, op.regions[0], ["best_val", "v"])
+        with w.block(f"if (best < 0 || !({keep}))"):
+            w("best = at; best_val = v;")
+    close_w()
+    with w.block("if (best >= 0)"):
+        val = r.load(source, sidx)
+        (new,) = render_body(w, r, op.regions[1], [f"{outputs[0]}[best]", val])
+        w(f"{outputs[0]}[best] = {new};")
+    close()
