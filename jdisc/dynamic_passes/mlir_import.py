@@ -194,6 +194,9 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
 # --------------------------------------------------------------------------- import
 
 _LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
+# ops whose regions are scalar computations jdisc renders inline
+_SCALAR_REGION_OPS = ("stablehlo.select_and_scatter", "stablehlo.map", "stablehlo.scatter",
+                      "stablehlo.sort")
 
 
 def _trsm_from_lapack(o, op: Op) -> None:
@@ -258,43 +261,11 @@ class _Importer:
             elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
                 self.import_reducer(o, op)
                 if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region
-                    blk = o.regions[0].blocks[0]
-                    params = [Value(*tensor_type(a.type)) for a in blk.arguments]
-                    body_ops: list[Op] = []
-                    inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
-                    outs = self.import_block_ops(blk, inner, body_ops)
-                    op.regions = [Block(params, body_ops, outs)]
-            elif name == "stablehlo.select_and_scatter":   # select and scatter regions
-                for region in o.regions:
-                    blk = region.blocks[0]
-                    params = [Value(*tensor_type(a.type)) for a in blk.arguments]
-                    body_ops = []
-                    inner = {**env, **dict(zip(blk.arguments, params))}
-                    outs = self.import_block_ops(blk, inner, body_ops)
-                    op.regions.append(Block(params, body_ops, outs))
-            elif name == "stablehlo.map":   # the scalar computation becomes a region
-                blk = o.regions[0].blocks[0]
-                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
-                body_ops = []
-                inner = {**env, **dict(zip(blk.arguments, params))}
-                outs = self.import_block_ops(blk, inner, body_ops)
-                op.regions = [Block(params, body_ops, outs)]
-            elif name == "stablehlo.scatter":   # the update computation becomes a region
-                blk = o.regions[0].blocks[0]
-                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
-                body_ops: list[Op] = []
-                inner = {**env, **dict(zip(blk.arguments, params))}
-                outs = self.import_block_ops(blk, inner, body_ops)
-                op.regions = [Block(params, body_ops, outs)]
-                if len(results) != 1:
+                    op.regions = [self.import_region(o.regions[0], env)]
+            elif name in _SCALAR_REGION_OPS:   # select/scatter/map/comparator computations
+                op.regions = [self.import_region(region, env) for region in o.regions]
+                if name == "stablehlo.scatter" and len(results) != 1:
                     op.attrs["unsupported"] = "scatter of several operands"
-            elif name == "stablehlo.sort":   # the comparator becomes a region
-                blk = o.regions[0].blocks[0]
-                params = [Value(*tensor_type(a.type)) for a in blk.arguments]
-                body_ops: list[Op] = []
-                inner = {**env, **dict(zip(blk.arguments, params))}   # regions may capture
-                outs = self.import_block_ops(blk, inner, body_ops)
-                op.regions = [Block(params, body_ops, outs)]
             elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
             if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
@@ -305,6 +276,14 @@ class _Importer:
                 env[r] = v
             ops.append(op)
         raise JdiscError("block without a terminator")
+
+    def import_region(self, region, env) -> Block:
+        """A region as a Block; it sees the enclosing values (StableHLO regions may capture)."""
+        blk = region.blocks[0]
+        params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+        body_ops: list[Op] = []
+        outs = self.import_block_ops(blk, {**env, **dict(zip(blk.arguments, params))}, body_ops)
+        return Block(params, body_ops, outs)
 
     @staticmethod
     def attributes(o) -> dict[str, Any]:
