@@ -17,6 +17,7 @@ from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.kernels import dilated_index
 
 CHUNK = 2048  # output positions unrolled at a time (bounds the im2col buffer)
 
@@ -73,13 +74,9 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                         kpos = f"(ksz{i} - 1 - w{i})" if reversal[i] else f"w{i}"
                         pos = (f"(o{i} * {a['window_strides'][i]} + {kpos} * "
                                f"{a['rhs_dilation'][i]} - {a['padding'][2 * i]})")
-                        ld = a["lhs_dilation"][i]
-                        if ld == 1:
-                            conds.append(f"{pos} >= 0 && {pos} < isz{i}")
-                            idx.append(pos)
-                        else:
-                            conds.append(f"{pos} >= 0 && {pos} % {ld} == 0 && {pos} / {ld} < isz{i}")
-                            idx.append(f"({pos} / {ld})")
+                        cond, at = dilated_index(pos, a["lhs_dilation"][i], f"isz{i}")
+                        conds.append(cond)
+                        idx.append(at)
                     w(f"const int inside = {' && '.join(f'({c})' for c in conds) or '1'};")
                     lin = "b"
                     for i in range(ns):

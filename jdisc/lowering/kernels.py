@@ -222,14 +222,10 @@ class _Renderer:
         conds, sub = [], []
         for k, (i, n, lo, it) in enumerate(zip(idx, x.shape, op.attrs["edge_padding_low"],
                                               op.attrs["interior_padding"])):
-            t = f"({i} - {self.dim(lo)})"
-            step = self.dim(it + 1) if not isinstance(it, int) else str(it + 1)
-            if it == 0:
-                conds.append(f"{t} >= 0 && {t} < {self.dim(n)}")
-                sub.append(t)
-            else:
-                conds.append(f"{t} >= 0 && {t} % {step} == 0 && {t} / {step} < {self.dim(n)}")
-                sub.append(f"({t} / {step})")
+            step = it + 1 if isinstance(it, int) else self.dim(it + 1)
+            cond, at = dilated_index(f"({i} - {self.dim(lo)})", step, self.dim(n))
+            conds.append(cond)
+            sub.append(at)
         cond = " && ".join(f"({c})" for c in conds) or "1"
         return self._guarded(v, idx, cond, self.load(pad, ()),
                              lambda: self.load(x, tuple(sub)))
@@ -308,6 +304,14 @@ def _reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:
                 return [(list(range(len(out_shape))), list(range(len(in_shape))))]
         groups.append((oi, ij))
     return groups
+
+
+def dilated_index(p: str, step, n: str) -> tuple[str, str]:
+    """Position p on an axis of n elements spread `step` apart (dilation, interior padding):
+    the C condition that p hits an element, and that element's index."""
+    if step == 1:
+        return f"{p} >= 0 && {p} < {n}", p
+    return f"{p} >= 0 && {p} % {step} == 0 && {p} / {step} < {n}", f"({p} / {step})"
 
 
 def _exact_reciprocal(v: Value):
@@ -456,12 +460,10 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
                  and a["window_dilations"][d] == 1)
         if plain:   # o*s + k <= (out-1)*s + w-1 <= n-1: always inside, no test
             sub.append(p)
-        elif bd == 1:
-            conds.append(f"{p} >= 0 && {p} < {dim(x.shape[d])}")
-            sub.append(p)
         else:
-            conds.append(f"{p} >= 0 && {p} % {bd} == 0 && {p} / {bd} < {dim(x.shape[d])}")
-            sub.append(f"({p} / {bd})")
+            cond, at = dilated_index(p, bd, dim(x.shape[d]))
+            conds.append(cond)
+            sub.append(at)
     w(f"if ({' && '.join(f'({c})' for c in conds) or '1'}) {{")
     w.level += 1
     r.push()
