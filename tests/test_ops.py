@@ -197,3 +197,10 @@ def test_select_and_scatter_from_max_pool_gradient(rng):
         return jax.grad(loss)(x)
     check(pool_grad, ({0: "B"},),
           lambda n: (rng.standard_normal((n, 5, 6, 2)).astype(np.float32),), [1, 3], tol=0)
+
+
+def test_index_moving_ops_read_other_rows_of_per_row_values(rng):
+    # regression (found by test_fuzz): flip(iota) of shape [n, 1] was cached once per row
+    check(lambda v: (jnp.argsort(v, axis=0, descending=True), jnp.flip(v * 2, 0),
+                     jnp.flip(jax.lax.broadcasted_iota(jnp.int32, v.shape, 0), 0)),
+          ({0: "B"},), lambda n: (rng.standard_normal((n, 1)).astype(np.float32),), [1, 3, 9])

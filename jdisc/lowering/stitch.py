@@ -89,8 +89,9 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
     r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
     written = {v.id for v in kernel.outputs}
+    moved = _index_moved(kernel, rows_dims)
     r.row_values = {v.id for op in kernel.ops for v in op.results
-                    if _is_row_value(v, rows_dims) and v.id not in written}
+                    if _is_row_value(v, rows_dims) and v.id not in written and v.id not in moved}
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values:
@@ -104,6 +105,27 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     r.pop()
     _close(w)
     _close(w)
+
+
+_ROW_PRESERVING = frozenset({"broadcast_in_dim", "select", "clamp", "convert", "map"})
+
+
+def _index_moved(kernel: Kernel, rows_dims) -> set[int]:
+    """Values some op in the kernel reads at another row than the current one (through a
+    reverse, transpose, slice, gather, ...): these must not be cached once per row."""
+    from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+    moved: set[int] = set()
+    for op in reversed(kernel.ops):
+        res_moved = any(r.id in moved for r in op.results)
+        safe = op.name in ELEMENTWISE or op.name in _ROW_PRESERVING or op.name == "reduce" or (
+            op.name == "reshape" and _is_row_value(op.results[0], rows_dims)
+            and _is_row_value(op.operands[0], rows_dims))
+        if op.name == "broadcast_in_dim" and list(op.attrs["broadcast_dimensions"]) != sorted(
+                op.attrs["broadcast_dimensions"]):
+            safe = False
+        if res_moved or not safe:
+            moved.update(x.id for x in op.operands)
+    return moved
 
 
 def _is_row_value(v: Value, rows_dims) -> bool:
@@ -137,8 +159,9 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     inside = {res.id for op in kernel.ops for res in op.results}
 
     r = _Renderer(w, inputs, dim, assume)
+    moved = _index_moved(kernel, rows_dims)
     r.row_values = {v.id for op in kernel.ops if op.name != "reduce" for v in op.results
-                    if _is_row_value(v, rows_dims)}
+                    if _is_row_value(v, rows_dims) and v.id not in moved}
     # full-shape values that a later phase reads, and that cost more than a load to
     # recompute, are kept in a row buffer
     producer = {res.id: op for op in kernel.ops for res in op.results}
