@@ -542,7 +542,7 @@ ELEMENTWISE = frozenset("""
     exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply
     negate not or popcnt power remainder round_nearest_afz round_nearest_even rsqrt
     shift_left shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor
-    bitcast_convert reduce_precision map
+    bitcast_convert reduce_precision map real imag
 """.split())
 
 

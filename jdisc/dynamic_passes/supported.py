@@ -13,6 +13,7 @@ SUPPORTED_OPS = frozenset({
     "minimum", "multiply", "negate", "not", "or", "power", "remainder", "rsqrt", "sign",
     "sine", "sqrt", "subtract", "tan", "tanh", "xor", "atan2", "cbrt", "select", "clamp",
     "round_nearest_even", "round_nearest_afz", "reduce_precision", "map",
+    "real", "imag",
     # integer bit operations
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "popcnt",
     "count_leading_zeros", "bitcast_convert",

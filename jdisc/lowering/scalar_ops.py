@@ -194,6 +194,9 @@ SCALAR_OPS: dict[str, Render] = {
     "shift_left": _int_helper("shl"), "shift_right_logical": _int_helper("shrl"),
     "shift_right_arithmetic": _int_helper("shra"), "popcnt": _int_helper("popcnt"),
     "count_leading_zeros": _int_helper("clz"), "bitcast_convert": _bitcast_convert,
+    # real/imag of a real-typed value (complex numbers are not supported)
+    "real": lambda a, dts, out, op: a[0],
+    "imag": lambda a, dts, out, op: f"(({ctype(out)})0)",
     "reduce_precision": lambda a, dts, out, op: (
         f"jd_reduce_precision_{dts[0]}({a[0]}, {op.attrs['exponent_bits']}, "
         f"{op.attrs['mantissa_bits']})"),
