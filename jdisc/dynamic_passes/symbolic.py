@@ -668,37 +668,3 @@ def _c_atom(atom: Atom, name: Callable[[str], str]) -> str:
     x, y = (_c_int(arg) if isinstance(arg, int) else _c_sum(arg, name) for arg in atom.args)
     return f"jd_{atom.op}({x}, {y})"
 
-
-def c_upper_bound(d, name: Callable[[str], str] = lambda v: v) -> str:
-    """A C `double` expression bounding d from above, assuming every variable is >= 0.
-
-    Used for overflow guards: evaluated in floating point it cannot overflow, where the int64
-    evaluation of a large product could wrap. Negative terms are dropped (sound for an upper
-    bound); floordiv/mod/max/min are bounded from their operands' upper bounds.
-    """
-    d = _dim(d)
-    if isinstance(d, int):
-        return f"{float(max(d, 0))!r}"
-    return _c_upper_sum(d, name)
-
-
-def _c_upper_sum(e, name) -> str:
-    if isinstance(e, int):
-        return f"{float(max(e, 0))!r}"
-    parts = [f"{float(e.const)!r}"] if e.const > 0 else []
-    for mono, coeff in e.terms:
-        if coeff > 0:
-            factors = [_c_upper_atom(a, name) for a, p in mono.factors for _ in range(p)]
-            parts.append(" * ".join([f"{float(coeff)!r}"] + factors))
-    return "(" + (" + ".join(parts) or "0.0") + ")"
-
-
-def _c_upper_atom(atom: Atom, name) -> str:
-    if atom.op == "var":
-        return f"(double){name(atom.args[0])}"
-    x, y = (_c_upper_sum(arg, name) for arg in atom.args)
-    if atom.op == "floordiv":     # divisors are >= 1 wherever a size is computed
-        return x
-    if atom.op == "mod":
-        return f"fmin({x}, {y})"
-    return f"f{atom.op}({x}, {y})"

@@ -229,7 +229,7 @@ def size_guards(values: list[tuple[Value, str]], name) -> list[str]:
         if isinstance(n, int) or n in seen:
             continue
         seen.add(n)
-        bound = symbolic.c_upper_bound(n, name)
+        bound = c_upper_bound(n, name)
         out.append((f"{bound} * {numpy_dtype(v.dtype).itemsize}.0 > 4.0e18",
                     f"{where}: a buffer of {n} elements of {v.dtype} is too large"))
     return out
@@ -253,3 +253,38 @@ def buffer_bytes(v: Value, dim: Callable[[Dim], str]) -> str:
 
 def pointer(v: Value, mutable: bool = True) -> str:
     return f"{'' if mutable else 'const '}{ctype(v.dtype)} *"
+
+
+def c_upper_bound(d, name: Callable[[str], str] = lambda v: v) -> str:
+    """A C `double` expression bounding d from above, assuming every variable is >= 0.
+
+    Used for overflow guards: evaluated in floating point it cannot overflow, where the int64
+    evaluation of a large product could wrap. Negative terms are dropped (sound for an upper
+    bound); floordiv/mod/max/min are bounded from their operands' upper bounds.
+    """
+    d = symbolic.as_int(d) if symbolic.is_const(d) else d
+    if isinstance(d, int):
+        return f"{float(max(d, 0))!r}"
+    return _c_upper_sum(d, name)
+
+
+def _c_upper_sum(e, name) -> str:
+    if isinstance(e, int):
+        return f"{float(max(e, 0))!r}"
+    parts = [f"{float(e.const)!r}"] if e.const > 0 else []
+    for mono, coeff in e.terms:
+        if coeff > 0:
+            factors = [_c_upper_atom(a, name) for a, p in mono.factors for _ in range(p)]
+            parts.append(" * ".join([f"{float(coeff)!r}"] + factors))
+    return "(" + (" + ".join(parts) or "0.0") + ")"
+
+
+def _c_upper_atom(atom, name) -> str:
+    if atom.op == "var":
+        return f"(double){name(atom.args[0])}"
+    x, y = (_c_upper_sum(arg, name) for arg in atom.args)
+    if atom.op == "floordiv":     # divisors are >= 1 wherever a size is computed
+        return x
+    if atom.op == "mod":
+        return f"fmin({x}, {y})"
+    return f"f{atom.op}({x}, {y})"
