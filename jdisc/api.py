@@ -18,13 +18,12 @@ import numpy as np
 
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import dtype_name
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
 from jdisc.errors import ArgumentError, DtypeError, JdiscError, ShapeError, UnsupportedOpError
 from jdisc.export.exporter import ExportedFunction, export_function
 from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
                                 positional_names)
-from jdisc.lowering.codegen import CProgram, generate
+from jdisc.lowering.codegen import generate
 
 
 class Compiled:

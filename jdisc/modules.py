@@ -6,7 +6,7 @@ them (its shape assertions and equalities become launcher checks).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import jax
 import numpy as np

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Block, Check, Op, Program, Value
+from jdisc.dynamic_passes.ir import Block, Check, Op, Program
 from jdisc.dynamic_passes.shape_prop import HostValue, Pred, bind_host_value
 from jdisc.errors import ShapeError
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-import numpy as np
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Check, Op, Program, Value, walk
+from jdisc.dynamic_passes.ir import Check, Op, Program, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
 

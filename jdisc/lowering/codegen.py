@@ -16,7 +16,7 @@ import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import ArgSpec, Program, Value, format_program
+from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering import blas, conv, launcher, scatter, sort, stitch
 from jdisc.lowering.cdtype import array_initializer, ctype
@@ -74,7 +74,7 @@ def generate(prog: Program) -> CProgram:
     body()
     profile = os.environ.get("JDISC_PROFILE", "") not in ("", "0")
     if profile:
-        body(f"#include <time.h>")
+        body("#include <time.h>")
         body(f"static double jd_profile_seconds[{max(len(prog.kernels), 1)}];")
         body("static double jd_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
              "return t.tv_sec + 1e-9 * t.tv_nsec; }")
@@ -213,7 +213,7 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         slots = {s.index: s for s in plan.slots}
         arena = plan.arena_bytes
         w("int status = 0;")
-        w(f"char *arena = NULL;")
+        w("char *arena = NULL;")
         if profile:
             w("double jd_t0;")
         w("int arena_cached = 0;")
@@ -241,7 +241,7 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                 call = (f"(({guard}) ? {k.name}_v0({', '.join(args)}) "
                         f": {k.name}_v1({', '.join(args)}))")
             if profile:
-                w(f"jd_t0 = jd_now();")
+                w("jd_t0 = jd_now();")
             with w.block(f"if ({call})"):
                 w(f"status = jd_error(err, errlen, \"out of memory in kernel {k.name}\");")
                 w("goto done;")

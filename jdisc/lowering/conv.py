@@ -40,7 +40,7 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
         raise UnsupportedOpError(f"stablehlo.convolution on {out.dtype} at {op.loc}")
     groups = a.get("feature_group_count", 1)
     reversal = a.get("window_reversal") or (False,) * ns
-    t, tx, tk = ctype(out.dtype), ctype(x.dtype), ctype(k.dtype)
+    t, tx = ctype(out.dtype), ctype(x.dtype)
     xin, kin = inputs
     w(f"const int64_t batch = {dim(x.shape[0])}, cin = {dim(x.shape[-1])}, "
       f"cout = {dim(k.shape[-1])};")
@@ -82,7 +82,7 @@ def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                     for i in range(ns):
                         lin = f"({lin}) * isz{i} + (inside ? {idx[i]} : 0)"
                     w(f"const {tx} *src = {xin} + (({lin}) * cin + g * cin_g);")
-                    w(f"for (int64_t c = 0; c < cin_g; c++) crow[q++] = inside ? src[c] : 0;")
+                    w("for (int64_t c = 0; c < cin_g; c++) crow[q++] = inside ? src[c] : 0;")
                     for _ in range(ns):
                         w.level -= 1
                         w("}")
