@@ -95,8 +95,18 @@ def _unary(data):
     def fn(x):
         return op(x)
     fn.__name__ = f"unary_{name}_{np.dtype(dtype).name}"
-    check(fn, dyn_axes(tmpl), lambda e: (values(rng, concrete(tmpl, e), dtype, kind),), envs,
-          float_tol(dtype), x64=dtype == np.float64)
+
+    def make(e):
+        x = values(rng, concrete(tmpl, e), dtype, kind)
+        # Compare where the function is well-conditioned: near x = -1 log1p amplifies input
+        # rounding by 1/(1+x), and XLA evaluates it there through log(1 + x) (measured: ~10
+        # ulps of the output at x ~ -0.99) while jdisc calls libm's log1p; tan near pi/2 alike.
+        if name == "log1p" and np.dtype(dtype).kind == "f":
+            x = np.abs(x)
+        if name == "tan" and np.dtype(dtype).kind == "f":
+            x = np.clip(x, -1.2, 1.2).astype(dtype)
+        return (x,)
+    check(fn, dyn_axes(tmpl), make, envs, float_tol(dtype), x64=dtype == np.float64)
 
 
 test_elementwise_unary, test_elementwise_unary_slow = fuzz(_unary)

@@ -404,9 +404,7 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     _parallel_outer(w, out, dim)
     oidx, close_outer = _loop_nest(w, out.shape, dim)
     r.push()
-    accs = [f"acc{k}" for k in range(n)]
-    for acc, init, res in zip(accs, inits, op.results):
-        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
+    accs = _init_accs(w, r, inits, op.results)
     ridx, close_inner = _loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
     r.push()
     full = [""] * x.rank
@@ -414,20 +412,34 @@ def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
         full[i] = oidx[k]
     for k, i in enumerate(dims):
         full[i] = ridx[k]
-    vals = [r.load(v, tuple(full)) for v in xs]
-    if op.attrs["reducer"] == "body":
-        new = render_body(w, r, op.regions[0], accs + vals)
-        for acc, expr in zip(accs, new):
-            w(f"{acc} = {expr};")
-    else:
-        w(f"acc0 = {_COMBINE[op.attrs['reducer']]('acc0', vals[0], out.dtype)};")
+    _combine(w, r, op, accs, [r.load(v, tuple(full)) for v in xs])
     r.pop()
     close_inner()
+    _write_accs(w, r, accs, outputs, oidx, out)
+    close_outer()
+
+
+def _init_accs(w: CWriter, r: _Renderer, inits, results) -> list[str]:
+    accs = [f"acc{k}" for k in range(len(results))]
+    for acc, init, res in zip(accs, inits, results):
+        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
+    return accs
+
+
+def _combine(w: CWriter, r: _Renderer, op: Op, accs: list[str], vals: list[str]) -> None:
+    """acc = reducer(acc, value): a named reducer, or the op's scalar body region."""
+    if op.attrs["reducer"] == "body":
+        for acc, expr in zip(accs, render_body(w, r, op.regions[0], accs + vals)):
+            w(f"{acc} = {expr};")
+    else:
+        w(f"acc0 = {_COMBINE[op.attrs['reducer']]('acc0', vals[0], op.results[0].dtype)};")
+
+
+def _write_accs(w: CWriter, r: _Renderer, accs, outputs, oidx, out: Value) -> None:
     lin = r.linear(oidx, out.shape)
     for acc, name in zip(accs, outputs):
         w(f"{name}[{lin}] = {acc};")
     r.pop()
-    close_outer()
 
 
 def _parallel_outer(w: CWriter, out: Value, dim) -> None:
@@ -447,9 +459,7 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     _parallel_outer(w, out, dim)
     oidx, close_outer = _loop_nest(w, out.shape, dim)
     r.push()
-    accs = [f"acc{k}" for k in range(n)]
-    for acc, init, res in zip(accs, inits, op.results):
-        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
+    accs = _init_accs(w, r, inits, op.results)
     widx, close_inner = _loop_nest(w, a["window_dimensions"], dim, prefix="r")
     conds, sub = [], []
     for d in range(x.rank):
@@ -467,21 +477,12 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     w(f"if ({' && '.join(f'({c})' for c in conds) or '1'}) {{")
     w.level += 1
     r.push()
-    vals = [r.load(v, tuple(sub)) for v in xs]
-    if a["reducer"] == "body":
-        new = render_body(w, r, op.regions[0], accs + vals)
-        for acc, expr in zip(accs, new):
-            w(f"{acc} = {expr};")
-    else:
-        w(f"acc0 = {_COMBINE[a['reducer']]('acc0', vals[0], out.dtype)};")
+    _combine(w, r, op, accs, [r.load(v, tuple(sub)) for v in xs])
     r.pop()
     w.level -= 1
     w("}")
     close_inner()
-    lin = r.linear(oidx, out.shape)
-    for acc, name in zip(accs, outputs):
-        w(f"{name}[{lin}] = {acc};")
-    r.pop()
+    _write_accs(w, r, accs, outputs, oidx, out)
     close_outer()
 
 
