@@ -260,24 +260,38 @@ class _Renderer:
         ivd = dn["index_vector_dim"]
         batch_out = [i for i in range(v.rank) if i not in dn["offset_dims"]]
         batch_idx = [idx[i] for i in batch_out]
-        full = ["0"] * x.rank
-        for k, dim_k in enumerate(dn["start_index_map"]):
-            where = list(batch_idx)
-            if ivd < indices.rank:
-                where.insert(ivd, str(k))
-            s = self.load(indices, tuple(where))
-            full[dim_k] = self.temp(("gstart", indices.id, tuple(where), dim_k), "int64_t",
-                                    f"jd_max(0, jd_min((int64_t)({s}), "
-                                    f"{self.dim(x.shape[dim_k] - sizes[dim_k])}))")
-        index_dims = [d for d in range(indices.rank) if d != ivd]
-        for obd, sbd in zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]):
-            full[obd] = batch_idx[index_dims.index(sbd)]
-        offset_operand_dims = [d for d in range(x.rank) if d not in dn["collapsed_slice_dims"]
-                               and d not in dn["operand_batching_dims"]]
-        for j, d in enumerate(offset_operand_dims):
-            o = idx[dn["offset_dims"][j]]
-            full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
+        def start(dim_k: int, where: tuple, s: str) -> str:   # clamped like XLA's gather
+            return self.temp(("gstart", indices.id, where, dim_k), "int64_t",
+                             f"jd_max(0, jd_min((int64_t)({s}), "
+                             f"{self.dim(x.shape[dim_k] - sizes[dim_k])}))")
+        full = operand_index(
+            self, x.rank, indices, ivd, batch_idx, idx, dn["start_index_map"],
+            zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]),
+            set(dn["collapsed_slice_dims"]) | set(dn["operand_batching_dims"]),
+            dn["offset_dims"], start)
         return self.load(x, tuple(full))
+
+
+def operand_index(r: _Renderer, rank: int, indices: Value, ivd: int, batch_idx: list[str],
+                  idx: Index, index_map, batching, window_skipped: set, window_dims,
+                  start) -> list[str]:
+    """The operand index a gather reads (or a scatter writes) for one element: start indices
+    read from `indices` at the element's batch position (its index vector along `ivd`), batching
+    dims taken from the batch position, and the element's window offsets added."""
+    full = ["0"] * rank
+    for k, dim_k in enumerate(index_map):
+        where = list(batch_idx)
+        if ivd < indices.rank:
+            where.insert(ivd, str(k))
+        full[dim_k] = start(dim_k, tuple(where), r.load(indices, tuple(where)))
+    index_dims = [d for d in range(indices.rank) if d != ivd]
+    for operand_dim, indices_dim in batching:
+        full[operand_dim] = batch_idx[index_dims.index(indices_dim)]
+    window_operand_dims = [d for d in range(rank) if d not in window_skipped]
+    for j, d in enumerate(window_operand_dims):
+        o = idx[window_dims[j]]
+        full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
+    return full
 
 
 def _reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:

@@ -10,7 +10,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _loop_nest, _Renderer, render_body
+from jdisc.lowering.kernels import _loop_nest, _Renderer, operand_index, render_body
 
 
 def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
@@ -26,20 +26,11 @@ def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
     uidx, close = _loop_nest(w, upd.shape, dim, prefix="u")
     scatter_dims = [d for d in range(upd.rank) if d not in dn["update_window_dims"]]
     sidx = [uidx[d] for d in scatter_dims]
-    full = ["0"] * x.rank
-    for k, dim_k in enumerate(dn["scatter_dims_to_operand_dims"]):
-        where = list(sidx)
-        if ivd < indices.rank:
-            where.insert(ivd, str(k))
-        full[dim_k] = f"(int64_t){r.load(indices, tuple(where))}"
-    index_dims = [d for d in range(indices.rank) if d != ivd]
-    for obd, sbd in zip(dn["input_batching_dims"], dn["scatter_indices_batching_dims"]):
-        full[obd] = sidx[index_dims.index(sbd)]
-    window_operand_dims = [d for d in range(x.rank) if d not in dn["inserted_window_dims"]
-                           and d not in dn["input_batching_dims"]]
-    for j, d in enumerate(window_operand_dims):
-        o = uidx[dn["update_window_dims"][j]]
-        full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
+    full = operand_index(
+        r, x.rank, indices, ivd, sidx, uidx, dn["scatter_dims_to_operand_dims"],
+        zip(dn["input_batching_dims"], dn["scatter_indices_batching_dims"]),
+        set(dn["inserted_window_dims"]) | set(dn["input_batching_dims"]),
+        dn["update_window_dims"], lambda dim_k, where, s: f"(int64_t){s}")
     for d in range(x.rank):
         w(f"const int64_t p{d} = {full[d]};")
     inside = " && ".join(f"p{d} >= 0 && p{d} < {dim(x.shape[d])}" for d in range(x.rank))
