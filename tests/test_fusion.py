@@ -146,3 +146,20 @@ def test_multi_output_fusion_keeps_dependencies(rng):
     for n in (1, 5):
         x = rng.standard_normal((n, 8)).astype(np.float32)
         jax.tree_util.tree_map(lambda g, w: assert_close(g, w, 0), jf(x), jax.jit(f)(x))
+
+
+def test_row_shaped_value_spread_along_columns_is_not_a_row_value():
+    # arange(n)[:, None] == arange(n)[None, :]: one iota of shape [N] (== the row shape) read
+    # at the row index by one broadcast and at the column index by the other; caching it once
+    # per row gave an all-true mask
+    def diag_and_rest(a):
+        n = a.shape[0]
+        eye = jnp.arange(n)[:, None] == jnp.arange(n)[None, :]
+        return jnp.sum(jnp.where(eye, a, 0.0), axis=1), jnp.where(eye, 0.0, a)
+
+    f = jdisc.jit(diag_and_rest, dynamic_axes=({0: "N", 1: "N"},))
+    for n in (1, 2, 3, 17):
+        a = np.arange(n * n, dtype=np.float32).reshape(n, n)
+        d, rest = f(a)
+        assert_close(d, np.diag(a).astype(np.float32), 0)
+        assert_close(rest, a - np.diag(np.diag(a)), 0)

@@ -134,6 +134,17 @@ def test_reduce_window_cumulative_and_pooling(rng):
           lambda n: (rng.standard_normal((n, 7)).astype(np.float32),), [1, 6], tol=2e-6)
 
 
+def test_cumulative_ops_along_a_dynamic_axis(rng):
+    # jax emits a `stablehlo.dynamic_reduce_window` custom call (window and padding depend on
+    # the dim); summation order differs from XLA's, so sums get a tolerance of a few ulps of
+    # the running total (|total| <~ 3*sqrt(n) here)
+    check(lambda x: (jnp.cumsum(x, 0), jax.lax.cummax(x, 0), jax.lax.cummin(x, 1)),
+          ({0: "N", 1: "M"},), lambda n: (rng.standard_normal((n, 5)).astype(np.float32),),
+          [1, 2, 7, 130], tol=4e-6)
+    check(lambda x: jnp.cumprod(1 + 0.01 * x, axis=0), ({0: "N"},),
+          lambda n: (rng.standard_normal((n, 3)).astype(np.float32),), [1, 3, 64], tol=2e-6)
+
+
 def test_compile_stablehlo_from_a_portable_artifact(rng):
     # any producer's StableHLO: here jax.export's serialized portable artifact (VHLO bytecode)
     from jax import export

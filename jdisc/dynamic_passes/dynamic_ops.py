@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Block, Check, Op, Program
+from jdisc.dynamic_passes.ir import CONTROL_OPS, Block, Check, Op, Program, Value, walk
 from jdisc.dynamic_passes.shape_prop import HostValue, Pred, bind_host_value
 from jdisc.errors import ShapeError
 
@@ -26,11 +26,28 @@ _JAX_MIN_DIM = re.compile(r"Expected value >= 1 for dimension variable")
 
 def resolve_dynamic_ops(prog: Program) -> Program:
     """Pass: dynamic ops -> static ops with symbolic shapes; shape assertions -> checks."""
+    for block in blocks(prog.body):
+        _resolve_block(prog, block)
+    return prog
+
+
+def blocks(block: Block):
+    """The block and the regions of its control-flow ops (not scalar bodies), innermost last."""
+    yield block
+    for op in block.ops:
+        if op.name in CONTROL_OPS:
+            for region in op.regions:
+                yield from blocks(region)
+
+
+def _resolve_block(prog: Program, block: Block) -> None:
     kept = []
-    for op in prog.body.ops:
+    for op in block.ops:
         if op.name == "shape_assertion":
             _assertion_to_checks(prog, op)
             continue
+        if op.name == "real_dynamic_slice" and op.attrs.get("data_start"):
+            kept.extend(_split_start(op))
         if op.name == "dynamic_broadcast_in_dim":
             op.name, op.operands = "broadcast_in_dim", op.operands[:1]
             for k in ("known_expanding_dimensions", "known_nonexpanding_dimensions"):
@@ -43,11 +60,30 @@ def resolve_dynamic_ops(prog: Program) -> Program:
             op.name, op.operands = "pad", op.operands[:2]      # padding set by propagate_shapes
         elif op.name == "dynamic_gather":
             op.name, op.operands = "gather", op.operands[:2]   # slice sizes set likewise
+        elif op.name == "dynamic_reduce_window":
+            op.name, op.operands = "reduce_window", op.operands[:2]   # attrs set likewise
         elif op.name == "real_dynamic_slice":
             op.name, op.operands = "slice", op.operands[:1]   # bounds set by propagate_shapes
         kept.append(op)
-    prog.body.ops = kept
-    return prog
+    block.ops = kept
+
+
+def _split_start(op: Op) -> list[Op]:
+    """`real_dynamic_slice(x, start, ...)` with a data start -> `dynamic_slice(x, start[0],
+    start[1], ...)`; returns the ops extracting the scalars (op itself is rewritten)."""
+    x, start = op.operands[:2]
+    new_ops, scalars = [], []
+    for j in range(x.rank):
+        piece = Value(start.dtype, (1,))
+        scalar = Value(start.dtype, ())
+        new_ops.append(Op("slice", [start], [piece], {"start_indices": (j,),
+                          "limit_indices": (j + 1,), "strides": (1,)}, op.loc))
+        new_ops.append(Op("reshape", [piece], [scalar], {}, op.loc))
+        scalars.append(scalar)
+    op.name, op.operands = "dynamic_slice", [x] + scalars
+    for k in ("start_indices", "limit_indices", "strides", "data_start"):
+        op.attrs.pop(k, None)
+    return new_ops
 
 
 def _assertion_to_checks(prog: Program, op: Op) -> None:
@@ -87,8 +123,14 @@ def _jax_message(message: str) -> str:
 
 def materialize_dim_values(prog: Program) -> Program:
     """Pass: integer values with known symbolic contents become `dim_constant` ops."""
+    for block in blocks(prog.body):
+        _materialize_block(prog, block)
+    return prog
+
+
+def _materialize_block(prog: Program, block: Block) -> None:
     new_ops = []
-    for op in prog.body.ops:
+    for op in block.ops:
         if (len(op.results) == 1 and op.results[0].sym is not None
                 and op.results[0].dtype != "i1" and op.name != "constant"):
             r = op.results[0]
@@ -101,8 +143,7 @@ def materialize_dim_values(prog: Program) -> Program:
             new_ops.append(Op("dim_constant", [], [r], {"values": values}, op.loc))
         else:
             new_ops.append(op)
-    prog.body.ops = new_ops
-    return prog
+    block.ops = new_ops
 
 
 def eliminate_dead_code(prog: Program) -> Program:
@@ -111,11 +152,18 @@ def eliminate_dead_code(prog: Program) -> Program:
     return prog
 
 
-def _dce(block: Block) -> None:
-    live: set[int] = {v.id for v in block.results}
+def _dce(block: Block, live: set[int] | None = None) -> None:
+    """Regions of control ops are cleaned too; what they read from outside stays live."""
+    live = set() if live is None else live
+    live.update(v.id for v in block.results)
     kept = []
     for op in reversed(block.ops):
         if any(r.id in live for r in op.results):
             kept.append(op)
             live.update(v.id for v in op.operands)
+            if op.name in CONTROL_OPS:
+                for region in op.regions:
+                    _dce(region, live)
+                    for inner in walk(region):
+                        live.update(v.id for v in inner.operands)
     block.ops = kept[::-1]

@@ -10,7 +10,9 @@ memory. Kinds:
               consumers in one kernel (input fusion + DISC's stitch fusion): each row is reduced
               and reused while it is in cache (softmax, LayerNorm, LN+GELU+residual+softmax);
 * `reduce` -- a reduction over other dims with its producers fused in;
-* `concat`, `dot` (a BLAS call), `alias` (a reshape of a buffer: no code runs).
+* `concat`, `dot` (a BLAS call), `alias` (a reshape of a buffer: no code runs);
+* `while`, `if`, `case` -- host control flow around the regions' own kernels (control_flow.py),
+  and `update` -- a loop body's in-place dynamic_update_slice of a carried buffer.
 
 The planner walks ops from the outputs back (consumers first) and absorbs a producer into its
 consumers' kernel when every consumer is in that kernel and fusing does not recompute expensive
@@ -37,9 +39,10 @@ LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "
 # Ops that are kernels of their own kind, and those that read their operands from memory.
 _ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
                "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv",
-               "scatter": "scatter", "select_and_scatter": "selscatter"}
+               "scatter": "scatter", "select_and_scatter": "selscatter",
+               "while": "while", "if": "if", "case": "case"}
 MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution",
-                             "scatter", "select_and_scatter"})
+                             "scatter", "select_and_scatter", "while", "if", "case"})
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",
@@ -49,7 +52,7 @@ EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_
 @dataclasses.dataclass(eq=False)
 class Kernel:
     name: str
-    kind: str              # loop | stitch | reduce | concat | dot | alias
+    kind: str              # loop | stitch | reduce | concat | dot | alias | while | if | ...
     ops: list[Op]          # evaluated inside, in program order; the root op last
     outputs: list[Value]   # buffers written
     inputs: list[Value]    # buffers read
@@ -124,6 +127,8 @@ class _Group:
     @property
     def kind(self) -> str:
         name = self.root.name
+        if _in_place(self.root):
+            return "update"
         if name in _ROOT_KINDS:
             return _ROOT_KINDS[name]
         if any(op.name == "reduce" for op in self.ops):
@@ -161,8 +166,9 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for op in reversed(prog.body.ops):
-        if op.name == "constant" or not op.results:
-            continue
+        if not op.results or op.name == "constant" and not (
+                is_splat(op.attrs["value"]) and op.results[0].id in results):
+            continue   # constants have static buffers; a splat result is written by a kernel
         v = op.results[0]
         if is_duplicable(op) and v.id not in results:
             continue
@@ -187,9 +193,16 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
     return groups[::-1]
 
 
+def _in_place(op: Op) -> bool:
+    """A dynamic_update_slice of a loop-carried buffer, written in place (control_flow.py)."""
+    return op.name == "dynamic_update_slice" and bool(op.attrs.get("in_place"))
+
+
 def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
     if g.root.name in MEMORY_OPERANDS or any(u.name in MEMORY_OPERANDS for u, _ in eff_users):
         return False   # library calls and sorts read their operands from memory
+    if _in_place(g.root) or any(_in_place(u) for u, _ in eff_users) or _in_place(op):
+        return False   # an in-place update copies a buffer into the carried one
     if op.name in _ROOT_KINDS:
         return False
     v = op.results[0]

@@ -56,6 +56,9 @@ def is_unsigned(dtype: str) -> bool:
     return dtype.startswith("u") or dtype == "i1"
 
 
+# ops whose regions are whole sub-programs (compiled into the host launcher), not scalar bodies
+CONTROL_OPS = frozenset({"while", "if", "case"})
+
 _value_ids = itertools.count()
 
 
@@ -92,6 +95,8 @@ class Op:
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     loc: str = "unknown"
     regions: list["Block"] = dataclasses.field(default_factory=list)
+    # control flow (while/if/case) after outlining: one Program per region, body == region
+    programs: list["Program"] = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         for r in self.results:

@@ -198,6 +198,8 @@ _LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
 _SCALAR_REGION_OPS = ("stablehlo.select_and_scatter", "stablehlo.map", "stablehlo.scatter",
                       "stablehlo.sort")
 
+_CONTROL_OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case")
+
 
 def _trsm_from_lapack(o, op: Op) -> None:
     """jax's CPU lowering of triangular_solve (a LAPACK custom call) as the StableHLO op.
@@ -214,11 +216,21 @@ def _trsm_from_lapack(o, op: Op) -> None:
 
 class _Importer:
     def __init__(self, module: ir.Module):
+        self.call_sites: list[str] = []
         self.funcs = {}
         for op in module.body.operations:
             if op.operation.name == "func.func":
                 name = ir.StringAttr(op.operation.attributes["sym_name"]).value
                 self.funcs[name] = op.operation
+
+    def location(self, o) -> str:
+        """The op's source location; inside an inlined library function without one of its
+        own (jnp.cumsum's body, say), the user's call site."""
+        loc = format_location(o.location)
+        site = self.call_sites[-1] if self.call_sites else "unknown location"
+        if _FILE_LINE.search(str(o.location)) or site == "unknown location":
+            return loc
+        return f"{site} [{loc}]" if loc != "unknown location" else site
 
     def import_func(self, fn, args: list[Value], ops: list[Op]) -> list[Value]:
         """Append the ops of `fn`'s body to `ops` with its parameters bound to `args`."""
@@ -239,7 +251,9 @@ class _Importer:
                 continue
             if name == "func.call":
                 callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
+                self.call_sites.append(self.location(o))
                 outs = self.import_func(self.funcs[callee], operands, ops)
+                self.call_sites.pop()
                 for r, v in zip(o.results, outs):
                     env[r] = v
                 continue
@@ -248,11 +262,13 @@ class _Importer:
                 dtype, shape = tensor_type(r.type)
                 results.append(Value(dtype, shape))
             op = Op(name.removeprefix("stablehlo."), operands, results,
-                    self.attributes(o), format_location(o.location))
+                    self.attributes(o), self.location(o))
             if name == "stablehlo.custom_call":
                 op.name = op.attrs.get("call_target_name", "custom_call")
                 if op.name in _LAPACK_TRSM:
                     _trsm_from_lapack(o, op)
+                elif op.name == "stablehlo.dynamic_reduce_window":
+                    self.dynamic_reduce_window(o, op)
                 elif op.name != "shape_assertion":
                     op.attrs["unsupported"] = f"custom_call target '{op.name}'"
             elif name in ("stablehlo.constant",):
@@ -266,6 +282,8 @@ class _Importer:
                 op.regions = [self.import_region(region, env) for region in o.regions]
                 if name == "stablehlo.scatter" and len(results) != 1:
                     op.attrs["unsupported"] = "scatter of several operands"
+            elif name in _CONTROL_OPS:   # whole sub-programs: see control_flow.py
+                op.regions = [self.import_region(region, env) for region in o.regions]
             elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
             if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
@@ -295,11 +313,26 @@ class _Importer:
             attrs[na.name] = convert_attr(na.name, na.attr)
         return attrs
 
+    def dynamic_reduce_window(self, o, op: Op) -> None:
+        """jax's reduce_window with shape operands (window sizes, strides, dilations, padding
+        as tensors); propagate_shapes evaluates them, resolve_dynamic_ops makes it static."""
+        op.name = "dynamic_reduce_window"
+        callee = self.funcs[ir.FlatSymbolRefAttr(o.attributes["called_computations"][0]).value]
+        blk = callee.regions[0].blocks[0]
+        self.import_reducer_block(blk, op, len(o.results))
+        if op.attrs["reducer"] == "body":
+            params = [Value(*tensor_type(a.type)) for a in blk.arguments]
+            body_ops: list[Op] = []
+            outs = self.import_block_ops(blk, dict(zip(blk.arguments, params)), body_ops)
+            op.regions = [Block(params, body_ops, outs)]
+
     @staticmethod
     def import_reducer(o, op: Op) -> None:
-        body = o.regions[0].blocks[0]
+        _Importer.import_reducer_block(o.regions[0].blocks[0], op, len(o.results))
+
+    @staticmethod
+    def import_reducer_block(body, op: Op, n: int) -> None:
         inner = [b.operation for b in body.operations]
-        n = len(o.results)
         if n == 1 and len(inner) == 2 and inner[0].name in _REDUCERS:
             a, b = inner[0].operands
             args = list(body.arguments)

@@ -13,10 +13,12 @@ from jdisc.dynamic_passes import mlir_import
 from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                               resolve_dynamic_ops)
 from jdisc.dynamic_passes.constraints import analyze_constraints
+from jdisc.dynamic_passes.control_flow import (forward_loop_invariants, outline_regions,
+                                               scratch_layout)
 from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
-from jdisc.dynamic_passes.ir import Program, format_program
+from jdisc.dynamic_passes.ir import Program, Value, format_program
 from jdisc.dynamic_passes.memory_plan import plan_memory
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
@@ -24,18 +26,46 @@ from jdisc.dynamic_passes.verify import verify
 
 Pass = Callable[[Program], Program]
 
+
+
+def compile_regions(prog: Program) -> Program:
+    """Pass: the regions of while/if/case (outlined Programs) go through REGION_PASSES, with
+    the top level's constraints; each control op gets a scratch buffer for its regions."""
+    for op in prog.body.ops:
+        if not op.programs:
+            continue
+        for sub in op.programs:
+            sub.constraints = prog.constraints
+            run_passes(sub, REGION_PASSES, dump_as=f"{prog.name}.{sub.name}")
+            for k in sub.kernels:   # one C namespace for the whole program
+                k.name = k.name.replace("jd_", f"jd_{sub.name}_", 1)
+        _, _, total = scratch_layout(op)
+        scratch = Value("u8", (total,))
+        scratch.producer = op
+        op.results.append(scratch)
+        op.attrs["scratch"] = True
+    return prog
+
+
 PASSES: list[Pass] = [
     check_supported,          # every unsupported op, with its location, in one error
+    forward_loop_invariants,  # while: values carried unchanged are read from the operand
     propagate_shapes,         # symbolic shapes for every value; shape computations evaluated
     resolve_dynamic_ops,      # dynamic_* ops -> static ops with symbolic shapes; assertions -> checks
     materialize_dim_values,   # dimension sizes used as data -> dim_constant
     eliminate_dead_code,
+    outline_regions,          # while/if/case regions -> Programs with explicit captures
     analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors
     canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
     canonicalize_convolutions,  # convolutions in NHWC / HWIO (transposes where needed)
+    compile_regions,          # the same passes inside every region (below)
     plan_kernels,             # fusion: kernels and materialised buffers
     plan_memory,              # one arena per call; buffers reuse slots they provably fit
 ]
+
+# A region's shapes and checks were settled with the top level; the rest runs per region.
+REGION_PASSES: list[Pass] = [canonicalize_dot_layouts, canonicalize_convolutions,
+                             compile_regions, plan_kernels, plan_memory]
 
 
 def dump_dir() -> str | None:
@@ -53,12 +83,13 @@ def dump(name: str, text: str | bytes, subdir: str) -> None:
         f.write(text)
 
 
-def run_passes(prog: Program, passes: Sequence[Pass] = PASSES) -> Program:
+def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
+               dump_as: str | None = None) -> Program:
     for i, p in enumerate(passes):
         prog = p(prog)
         if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
             verify(prog)
-        dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), prog.name)
+        dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), dump_as or prog.name)
     return prog
 
 

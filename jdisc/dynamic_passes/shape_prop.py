@@ -287,10 +287,55 @@ class _Propagator:
 
     def shape_real_dynamic_slice(self, op):
         x, start, limit, strides = op.operands
+        sizes = _data_start_sizes(op)
+        if sizes is not None:   # start is data (e.g. a loop counter): a dynamic_slice
+            op.attrs["slice_sizes"] = sizes
+            op.attrs["data_start"] = True
+            return self.shape_dynamic_slice(op)
         op.attrs.update(start_indices=self.require_sym(op, start, "start_indices"),
                         limit_indices=self.require_sym(op, limit, "limit_indices"),
                         strides=self.require_sym(op, strides, "strides"))
         return self.shape_slice(op)
+
+    # -- control flow: regions are propagated in place, their checks hoisted -----------------
+    def visit_block(self, block) -> None:
+        for op in block.ops:
+            self.visit(op)
+
+    def shape_while(self, op):
+        shapes = [v.shape for v in op.operands]
+        cond, body = op.regions
+        for block in (cond, body):
+            for p, s in zip(block.params, shapes):
+                p.shape = self.reconcile(op, p.shape, s)
+        self.visit_block(cond)
+        self.visit_block(body)
+        for i, (p, r) in enumerate(zip(body.params, body.results)):
+            self.same_region_shape(op, p, r, f"loop-carried value {i} changes shape from "
+                                   f"{p.type_str()} to {r.type_str()} in one iteration; jdisc "
+                                   f"compiles loops whose carried shapes are loop-invariant")
+        return [p.shape for p in body.params]
+
+    def shape_if(self, op):
+        for block in op.regions:
+            self.visit_block(block)
+        first = op.regions[0].results
+        for b, block in enumerate(op.regions[1:], 1):
+            for i, (a, r) in enumerate(zip(first, block.results)):
+                self.same_region_shape(op, a, r, f"result {i} has shape {a.type_str()} in "
+                                       f"branch 0 and {r.type_str()} in branch {b}")
+        return [v.shape for v in first]
+
+    shape_case = shape_if
+
+    def same_region_shape(self, op, a: Value, b: Value, what: str) -> None:
+        if a.rank != b.rank or any(symbolic.prove_eq(x, y) is False
+                                   for x, y in zip(a.shape, b.shape)):
+            raise self.fail(op, what)
+        for x, y in zip(a.shape, b.shape):
+            if symbolic.prove_eq(x, y) is not True:
+                self.prog.checks.append(Check(x, "==", y, f"stablehlo.{op.name} at {op.loc}: "
+                                              f"{what}"))
 
     def slice_shape(self, op, shape, starts, limits, strides) -> tuple:
         """Result shape; what cannot be proven in bounds becomes a run-time check."""
@@ -313,6 +358,14 @@ class _Propagator:
         self.same_shape(op, (a.shape[-1], a.shape[-2]), (m, m), "the triangular matrix")
         self.same_shape(op, a.shape[:-2], b.shape[:-2], "batch dimensions")
         return [b.shape]
+
+    def shape_dynamic_reduce_window(self, op):
+        x = op.operands[0]
+        names = ("window_dimensions", "window_strides", "base_dilations", "window_dilations",
+                 "padding")
+        for name, v in zip(names, op.operands[2:7]):
+            op.attrs[name] = self.require_sym(op, v, name)
+        return self.shape_reduce_window(op)
 
     def shape_reduce_window(self, op):
         n = len(op.results)
@@ -534,6 +587,21 @@ class _Propagator:
             else:
                 out.append(HostValue("sign", (d,)))
         return tuple(out)
+
+
+def _data_start_sizes(op: Op) -> tuple | None:
+    """Slice sizes of a `real_dynamic_slice` whose start is data and whose limit is
+    `start + sizes` with unit strides (how jax indexes with a loop counter), else None."""
+    x, start, limit, strides = op.operands
+    if start.sym is not None or strides.sym is None or any(s != 1 for s in strides.sym):
+        return None
+    p = limit.producer
+    if p is None or p.name != "add" or start not in p.operands:
+        return None
+    other = p.operands[1] if p.operands[0] is start else p.operands[0]
+    if other.sym is None or any(isinstance(d, (bool, Pred, HostValue)) for d in other.sym):
+        return None
+    return tuple(other.sym)
 
 
 ELEMENTWISE = frozenset("""

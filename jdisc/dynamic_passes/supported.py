@@ -24,9 +24,11 @@ SUPPORTED_OPS = frozenset({
     # reductions and contractions
     "reduce", "dot_general", "sort", "triangular_solve", "reduce_window", "convolution",
     "scatter", "select_and_scatter", "dynamic_conv",
+    # control flow, compiled into the host launcher (control_flow.py)
+    "while", "if", "case",
     # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
     "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-    "real_dynamic_slice", "shape_assertion", "shape_of",
+    "real_dynamic_slice", "shape_assertion", "shape_of", "dynamic_reduce_window",
 })
 
 
@@ -48,7 +50,7 @@ def check_supported(prog: Program) -> Program:
     return prog
 
 
-assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolution", "scatter",
+assert SUPPORTED_OPS - {"while", "if", "case", "sort", "triangular_solve", "reduce_window", "convolution", "scatter",
                         "select_and_scatter", "dynamic_conv",
                         "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
                         "transpose", "concatenate", "slice", "reduce", "dot_general",
@@ -56,4 +58,5 @@ assert SUPPORTED_OPS - {"sort", "triangular_solve", "reduce_window", "convolutio
                         "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",
                         "dynamic_gather",
                         "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-                        "real_dynamic_slice", "shape_assertion", "shape_of"} <= ELEMENTWISE
+                        "real_dynamic_slice", "shape_assertion", "shape_of",
+                        "dynamic_reduce_window"} <= ELEMENTWISE

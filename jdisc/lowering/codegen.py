@@ -18,9 +18,10 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, conv, launcher, scatter, sort, stitch
+from jdisc.lowering import blas, control, conv, launcher, scatter, sort, stitch
+from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
-from jdisc.lowering.cwriter import CWriter
+from jdisc.lowering.cwriter import CWriter, serial_when_small
 from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.scalar_ops import c_prelude
 from jdisc.version import __version__
@@ -56,19 +57,31 @@ def dim_c(d: Dim) -> str:
     return symbolic.to_c(d, c_dim_name)
 
 
+def programs(prog: Program) -> list[Program]:
+    """The program and every region program inside it, parents first."""
+    out = [prog]
+    for op in prog.body.ops:
+        for sub in op.programs:
+            out.extend(programs(sub))
+    return out
+
+
 def generate(prog: Program) -> CProgram:
     body = CWriter()
     buffers: dict[int, str] = {}          # value id -> C expression of its base pointer
     number = _local_numbers(prog)         # value id -> stable per-program number
     _emit_constants(body, prog, buffers, number)
-    kernel_sigs = []
     for k in prog.kernels:
-        if k.kind != "alias":
-            kernel_sigs.append(_emit_kernel_function(body, k))
-    extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
+        if k.kind not in _NO_FUNCTION:
+            _emit_kernel_function(body, k)
+    _emit_regions(body, prog, prog.dim_vars)
+    every = programs(prog)
+    kernels = [k for p in every for k in p.kernels]
+    extra = [c for p in every for c in launcher.nonnegative_checks(p)] + launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
-         for k in prog.kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
-    sized = [(v, f"stablehlo.{op.name} at {op.loc}") for op in prog.body.ops for v in op.results]
+         for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
+    sized = [(v, f"stablehlo.{op.name} at {op.loc}")
+             for p in every for op in p.body.ops for v in op.results]
     guards = launcher.size_guards(sized, c_dim_name)
     launcher.emit_prepare(body, prog, dim_c, extra, guards)
     body()
@@ -81,6 +94,7 @@ def generate(prog: Program) -> CProgram:
         body(f"int jd_profile(double *out) {{ for (int i = 0; i < {len(prog.kernels)}; i++) "
              f"out[i] = jd_profile_seconds[i]; return {len(prog.kernels)}; }}")
     _emit_run(body, prog, buffers, number, profile)
+    body.lines = serial_when_small(body.lines)
     text = body.text()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     head = CWriter()
@@ -102,7 +116,27 @@ def generate(prog: Program) -> CProgram:
               + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + launcher.ARENA + "\n"
               + text)
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
-                    tuple(prog.dim_vars), tuple(k.describe() for k in prog.kernels))
+                    tuple(prog.dim_vars), tuple(k.describe() for k in kernels))
+
+
+# kernels whose code is not a function of its own: aliases, and control flow (inline)
+_NO_FUNCTION = ("alias",) + CONTROL_KINDS
+
+
+def _emit_regions(w: CWriter, prog: Program, dim_vars) -> None:
+    """Constants, kernels and run functions of every region program, innermost first."""
+    for k in prog.kernels:
+        if k.kind not in CONTROL_KINDS:
+            continue
+        for sub in k.root.programs:
+            buffers: dict[int, str] = {}
+            number = _local_numbers(sub)
+            _emit_constants(w, sub, buffers, number, f"jd_{sub.name}_c")
+            for kk in sub.kernels:
+                if kk.kind not in _NO_FUNCTION:
+                    _emit_kernel_function(w, kk)
+            _emit_regions(w, sub, dim_vars)
+            _emit_run(w, sub, buffers, number, region_dims=dim_vars)
 
 
 def _local_numbers(prog: Program) -> dict[int, int]:
@@ -117,12 +151,12 @@ def _local_numbers(prog: Program) -> dict[int, int]:
 
 
 def _emit_constants(w: CWriter, prog: Program, buffers: dict[int, str],
-                    number: dict[int, int]) -> None:
+                    number: dict[int, int], prefix: str = "const_") -> None:
     from jdisc.dynamic_passes.fusion import is_splat
     for op in prog.body.ops:
         if op.name == "constant" and not is_splat(op.attrs["value"]):
             v = op.result
-            name = f"const_{number[v.id]}"
+            name = f"{prefix}{number[v.id]}"
             arr: np.ndarray = op.attrs["value"]
             w(f"/* stablehlo.constant at {op.loc} */")
             w(f"static const {ctype(v.dtype)} {name}[{max(arr.size, 1)}] = "
@@ -185,6 +219,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 w("return 0;")
             elif k.kind == "sort":
                 sort.emit_sort(w, k, inputs, outs, dim_c, less)
+            elif k.kind == "update":
+                control.emit_update(w, k, inputs, outs[0], dim_c)
+                w("return 0;")
             else:
                 emit_kernel(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
@@ -193,12 +230,23 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
 
 
 def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
-              number: dict[int, int], profile: bool = False) -> None:
+              number: dict[int, int], profile: bool = False,
+              region_dims: list[str] | None = None) -> None:
+    """`jd_run`, or with `region_dims` (the top level's dimension variables) the function of a
+    region program, which gets its arena from the caller."""
     results = prog.body.results
-    with w.block("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
-                 "void *const *restrict outs, char *err, int64_t errlen)"):
-        for i, name in enumerate(prog.dim_vars):
-            w(f"const int64_t {c_dim_name(name)} = dims[{i}];")
+    region = region_dims is not None
+    if region:
+        w(f"/* region {prog.name}: {len(prog.kernels)} kernels */")
+        header = (f"static int {control.region_function(prog.name)}"
+                  f"({control.REGION_PARAMS})")
+    else:
+        header = ("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
+                  "void *const *restrict outs, char *err, int64_t errlen)")
+    with w.block(header):
+        for i, name in enumerate(region_dims if region else prog.dim_vars):
+            w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
+              + (f" (void){c_dim_name(name)};" if region else ""))
         for i, v in enumerate(prog.body.params):
             buffers[v.id] = f"(({ctype(v.dtype)} *)ins[{i}])"
         # results written in place by the kernel that produces them
@@ -213,11 +261,12 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         slots = {s.index: s for s in plan.slots}
         arena = plan.arena_bytes
         w("int status = 0;")
-        w("char *arena = NULL;")
+        if not region:
+            w("char *arena = NULL;")
+            w("int arena_cached = 0;")
         if profile:
             w("double jd_t0;")
-        w("int arena_cached = 0;")
-        if not (isinstance(arena, int) and arena == 0):
+        if not region and not (isinstance(arena, int) and arena == 0):
             w(f"const size_t arena_bytes = (size_t)({dim_c(arena)});")
             w("arena = jd_arena_get(arena_bytes + 64, &arena_cached);")
             with w.block("if (!arena)"):
@@ -232,6 +281,13 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         for idx, k in enumerate(prog.kernels):
             if k.kind == "alias":
                 buffers[k.outputs[0].id] = buffers[k.root.operands[0].id]
+                continue
+            if k.kind in CONTROL_KINDS:
+                if profile:
+                    w("jd_t0 = jd_now();")
+                control.emit_control(w, k, buffers, dim_c)
+                if profile:
+                    w(f"jd_profile_seconds[{idx}] += jd_now() - jd_t0;")
                 continue
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
@@ -251,7 +307,8 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             if direct.get(v.id) != i:
                 w(f"memcpy(outs[{i}], {buffers[v.id]}, {launcher.buffer_bytes(v, dim_c)});")
         w("done:")
-        w("jd_arena_put(arena, arena_cached);")
+        if not region:
+            w("jd_arena_put(arena, arena_cached);")
         w("return status;")
 
 

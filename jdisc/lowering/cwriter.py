@@ -38,3 +38,48 @@ def c_string(s: str) -> str:
     """A C string literal for `s` (printf-safe: % doubled)."""
     out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%")
     return '"' + "".join(ch if 32 <= ord(ch) < 127 else f"\\x{ord(ch):02x}" for ch in out) + '"'
+
+
+def serial_when_small(lines: list[str]) -> list[str]:
+    """`#pragma omp parallel ... if (COND)` + its statement -> `if (COND) { parallel } else
+    { the same statement without OpenMP }`. Entering a parallel region costs about a
+    microsecond even when its `if` clause is false; small kernels (and loop bodies run many
+    times) should not pay it."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        cond = _parallel_if(line)
+        if cond is None or i + 1 >= len(lines):
+            out.append(line)
+            i += 1
+            continue
+        pad = line[:len(line) - len(line.lstrip())]
+        end = i + 1
+        if lines[i + 1].rstrip().endswith("{"):
+            while not (lines[end].startswith(pad + "}") and
+                       len(lines[end]) - len(lines[end].lstrip()) == len(pad)):
+                end += 1
+        stmt = lines[i + 1:end + 1]
+        head = line[:line.rfind(" if (")]
+        out.append(f"{pad}if ({cond}) {{")
+        out.append("  " + head)
+        out.extend("  " + s if s else s for s in stmt)
+        out.append(f"{pad}}} else {{")
+        out.extend("  " + s if s else s for s in stmt if not s.lstrip().startswith("#pragma omp"))
+        out.append(f"{pad}}}")
+        i = end + 1
+    return out
+
+
+def _parallel_if(line: str) -> str | None:
+    s = line.strip()
+    if not s.startswith("#pragma omp parallel") or not s.endswith(")") or " if (" not in s:
+        return None
+    at = s.rfind(" if (") + 4
+    depth = 0
+    for j in range(at, len(s)):
+        depth += {"(": 1, ")": -1}.get(s[j], 0)
+        if depth == 0:
+            return s[at + 1:j] if j == len(s) - 1 else None
+    return None

@@ -477,8 +477,8 @@ def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     widx, close_inner = _loop_nest(w, a["window_dimensions"], dim, prefix="r")
     conds, sub = [], []
     for d in range(x.rank):
-        p = (f"({oidx[d]} * {a['window_strides'][d]} + {widx[d]} * {a['window_dilations'][d]}"
-             f" - {a['padding'][2 * d]})")
+        p = (f"({oidx[d]} * {dim(a['window_strides'][d])} + {widx[d]} * "
+             f"{dim(a['window_dilations'][d])} - {dim(a['padding'][2 * d])})")
         bd = a["base_dilations"][d]
         plain = (bd == 1 and a["padding"][2 * d] == 0 and a["padding"][2 * d + 1] == 0
                  and a["window_dilations"][d] == 1)

@@ -120,9 +120,11 @@ def _index_moved(kernel: Kernel, rows_dims) -> set[int]:
         safe = op.name in ELEMENTWISE or op.name in _ROW_PRESERVING or op.name == "reduce" or (
             op.name == "reshape" and _is_row_value(op.results[0], rows_dims)
             and _is_row_value(op.operands[0], rows_dims))
-        if op.name == "broadcast_in_dim" and list(op.attrs["broadcast_dimensions"]) != sorted(
-                op.attrs["broadcast_dimensions"]):
-            safe = False
+        dims = tuple(op.attrs.get("broadcast_dimensions", ()))
+        if op.name == "broadcast_in_dim" and (list(dims) != sorted(dims) or (
+                _is_row_value(op.operands[0], rows_dims)
+                and dims[:len(rows_dims)] != tuple(range(len(rows_dims))))):
+            safe = False   # reordered, or a row-shaped operand spread along the columns
         if res_moved or not safe:
             moved.update(x.id for x in op.operands)
     return moved
