@@ -9,11 +9,14 @@ fills are preallocated at their final size and written with `dynamic_update_slic
 Parameters are float32 numpy arrays drawn from a fixed seed.
 
     jax op           StableHLO it exports to (see tests/test_control_flow.py)
-    lax.scan         stablehlo.while (counter < T), dynamic_slice / dynamic_update_slice
-    lax.fori_loop    stablehlo.while (static or traced bounds alike)
+    lax.scan         stablehlo.while (counter < T); xs read with (real_)dynamic_slice, ys
+                     written with dynamic_update_slice into a preallocated [T, ...] buffer
+    lax.fori_loop    stablehlo.while, the bounds carried as loop values (static or traced
+                     alike; a static empty range is removed by jax while tracing)
     lax.while_loop   stablehlo.while
     lax.cond         stablehlo.case on a converted predicate (two branches)
     lax.switch       stablehlo.case on a clamped index
+jax never emits stablehlo.if; the tests write it by hand.
 """
 
 from __future__ import annotations
