@@ -12,7 +12,7 @@ from jdisc.errors import UnsupportedOpError
 from jdisc.api import lower_to_ir
 from jdisc.lowering.codegen import generate
 
-B, S = symbolic.var("B"), symbolic.var("S")
+B, S, T = symbolic.var("B"), symbolic.var("S"), symbolic.var("T")
 
 
 def to_ir(fn, dynamic_axes, *args, constraints=()):
@@ -89,3 +89,35 @@ def test_shared_names_bind_once_and_check_the_rest():
     src = generate(prog).source
     assert src.count("const int64_t B = in_dims[0];") == 1
     assert "axes that share a dimension name must be equal" in src
+
+
+def test_scan_becomes_a_host_loop_with_in_place_outputs():
+    from jax import lax
+
+    def rnn(w, xs):
+        def step(h, x):
+            h = jnp.tanh(x @ w + h)
+            return h, h
+        return lax.scan(step, jnp.zeros((xs.shape[1], w.shape[1]), xs.dtype), xs)
+
+    prog = to_ir(rnn, (None, {0: "T", 1: "B"}), np.ones((4, 4), np.float32),
+                 np.ones((3, 2, 4), np.float32))
+    (loop,) = [k for k in prog.kernels if k.kind == "while"]
+    op = loop.root
+    # carried: counter, h, stacked ys (w, xs and the trip count are read as captures)
+    carried = op.results[:-1]
+    assert [v.shape for v in carried] == [(), (B, 4), (T, B, 4)]
+    assert op.attrs["in_place"] == (2,)                 # ys written in place
+    cond, body = op.programs
+    assert [k.kind for k in body.kernels].count("update") == 1
+    assert [k.kind for k in body.kernels].count("dot") == 1
+    assert not any(o.name in ("while", "if", "case") for o in prog.body.ops if o is not op)
+
+
+def test_loop_invariant_carried_values_are_forwarded():
+    from jax import lax
+    f = lambda x: lax.fori_loop(0, x.shape[0], lambda i, c: c + x[i], jnp.zeros(x.shape[1:]))
+    prog = to_ir(f, ({0: "T"},), np.ones((3, 4), np.float32))
+    (op,) = [o for o in prog.body.ops if o.name == "while"]
+    # x and the upper bound were carried unchanged by jax; now only (i, c) are
+    assert [v.dtype for v in op.results[:-1]] == ["i32", "f32"]
