@@ -538,3 +538,21 @@ def test_shape_changing_control_flow_is_a_clear_error(text):
     assert re.search(r"stablehlo\.(while|if)", msg), msg
     assert re.search(r"(?i)carried|invariant|branch", msg), msg
     assert "with regions" not in msg and "not supported yet" not in msg, msg
+
+
+def test_scan_over_an_empty_axis_runs_no_iteration():
+    # the body's shape checks (its dynamic_slice needs 1 <= T) are the body's own: checked
+    # when it runs, so T == 0 is a zero-trip loop, as under jax.jit, not a refused shape
+    def rnn(w, xs):
+        def step(h, x):
+            h = jnp.tanh(x @ w + h)
+            return h, 2 * h
+        return lax.scan(step, jnp.zeros((xs.shape[1], w.shape[1]), xs.dtype), xs)
+
+    w = np.eye(8, dtype=np.float32) * 0.5
+    f = jdisc.jit(rnn, dynamic_axes=(None, {0: "T", 1: "B"}))
+    for t, b in ((0, 2), (1, 1), (4, 3), (0, 5)):
+        xs = np.random.default_rng(t).standard_normal((t, b, 8)).astype(np.float32)
+        jax.tree_util.tree_map(lambda g, r: assert_close(g, r, 2e-6), f(w, xs),
+                               jax.jit(rnn)(w, xs))
+    assert f.stats()["compiles"] == 1

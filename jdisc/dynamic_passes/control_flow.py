@@ -125,7 +125,8 @@ def _outline_op(op: Op, n: int) -> None:
         programs.append(Program(
             name, region,
             [ArgSpec(f"{name}.in{i}", p.dtype, p.shape) for i, p in enumerate(region.params)],
-            [ArgSpec(f"{name}.out{i}", v.dtype, v.shape) for i, v in enumerate(region.results)]))
+            [ArgSpec(f"{name}.out{i}", v.dtype, v.shape) for i, v in enumerate(region.results)],
+            checks=list(region.checks)))
     op.operands = op.operands + captures
     op.programs = programs
     if op.name == "while":

@@ -113,6 +113,8 @@ class Block:
     params: list[Value]
     ops: list[Op]
     results: list[Value]
+    # a control-flow region's own run-time checks: they hold only when the region runs
+    checks: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)

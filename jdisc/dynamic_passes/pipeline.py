@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import Callable, Sequence
 
 from jdisc.dynamic_passes import mlir_import
 from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                               resolve_dynamic_ops)
-from jdisc.dynamic_passes.constraints import analyze_constraints
+from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
 from jdisc.dynamic_passes.control_flow import (forward_loop_invariants, outline_regions,
                                                scratch_layout)
 from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
@@ -31,11 +32,17 @@ Pass = Callable[[Program], Program]
 def compile_regions(prog: Program) -> Program:
     """Pass: the regions of while/if/case (outlined Programs) go through REGION_PASSES, with
     the top level's constraints; each control op gets a scratch buffer for its regions."""
+    scope = getattr(prog, "scope", None) or SimpleNamespace(
+        dim_vars=prog.dim_vars, derived=prog.derived, checks=list(prog.checks))
     for op in prog.body.ops:
         if not op.programs:
             continue
         for sub in op.programs:
-            sub.constraints = prog.constraints
+            # inside a region, its own checks hold too
+            sub.scope = SimpleNamespace(dim_vars=scope.dim_vars, derived=scope.derived,
+                                        checks=scope.checks + sub.checks)
+            sub.constraints = (ShapeConstraints.from_program(sub.scope) if sub.checks
+                               else prog.constraints)
             run_passes(sub, REGION_PASSES, dump_as=f"{prog.name}.{sub.name}")
             for k in sub.kernels:   # one C namespace for the whole program
                 k.name = k.name.replace("jd_", f"jd_{sub.name}_", 1)

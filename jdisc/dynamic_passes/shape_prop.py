@@ -299,8 +299,14 @@ class _Propagator:
 
     # -- control flow: regions are propagated in place, their checks hoisted -----------------
     def visit_block(self, block) -> None:
-        for op in block.ops:
-            self.visit(op)
+        """A region: its checks are its own (a loop body that never runs checks nothing)."""
+        outer, self.prog.checks = self.prog.checks, []
+        try:
+            for op in block.ops:
+                self.visit(op)
+        finally:
+            block.checks.extend(self.prog.checks)
+            self.prog.checks = outer
 
     def shape_while(self, op):
         shapes = [v.shape for v in op.operands]

@@ -77,7 +77,7 @@ def generate(prog: Program) -> CProgram:
     _emit_regions(body, prog, prog.dim_vars)
     every = programs(prog)
     kernels = [k for p in every for k in p.kernels]
-    extra = [c for p in every for c in launcher.nonnegative_checks(p)] + launcher.blas_checks(
+    extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
          for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
     sized = [(v, f"stablehlo.{op.name} at {op.loc}")
@@ -247,6 +247,9 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         for i, name in enumerate(region_dims if region else prog.dim_vars):
             w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
               + (f" (void){c_dim_name(name)};" if region else ""))
+        if region:   # checks of the region's shapes, which hold only when it runs
+            launcher.emit_checks(w, prog.checks + launcher.nonnegative_checks(prog), dim_c,
+                                 decided_false_is_error=False)
         for i, v in enumerate(prog.body.params):
             buffers[v.id] = f"(({ctype(v.dtype)} *)ins[{i}])"
         # results written in place by the kernel that produces them

@@ -149,21 +149,7 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
         for cond, message in guards:   # before any int64 size arithmetic can wrap
             with w.block(f"if ({cond})"):
                 w(f"return jd_error(err, errlen, {c_string(message)});")
-        for c in list(prog.checks) + extra_checks:
-            decided = c.holds_statically()
-            if decided is True:
-                continue
-            if decided is False:
-                raise ShapeError(f"{c.message}: {c.lhs} {c.cmp} {c.rhs} can never hold")
-            cond = f"({dim(c.lhs)}) {c.cmp} ({dim(c.rhs)})"
-            with w.block(f"if (!({cond}))"):
-                if c.args:
-                    w(f"return jd_error(err, errlen, {_format_call(c.message, c.args, dim)});")
-                else:
-                    fmt, vals = _values_suffix([c.lhs, c.rhs], dim)
-                    text = f"{c.message}: {c.shown or f'{c.lhs} {c.cmp} {c.rhs}'} does not hold"
-                    w(f"return jd_error(err, errlen, {c_string(text)} \"{fmt}.\""
-                      f"{''.join(', ' + v for v in vals)});")
+        emit_checks(w, list(prog.checks) + extra_checks, dim)
         for k, name in enumerate(prog.dim_vars):
             w(f"dims[{k}] = {dim(symbolic.var(name))};")
         pos = 0
@@ -172,6 +158,26 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                 w(f"out_dims[{pos}] = {dim(d)};")
                 pos += 1
         w("return 0;")
+
+
+def emit_checks(w: CWriter, checks: list[Check], dim: Callable[[Dim], str],
+                decided_false_is_error: bool = True) -> None:
+    """`if (!cond) return jd_error(...)` per check not proven at compile time."""
+    for c in checks:
+        decided = c.holds_statically()
+        if decided is True:
+            continue
+        if decided is False and decided_false_is_error:
+            raise ShapeError(f"{c.message}: {c.lhs} {c.cmp} {c.rhs} can never hold")
+        cond = f"({dim(c.lhs)}) {c.cmp} ({dim(c.rhs)})"
+        with w.block(f"if (!({cond}))"):
+            if c.args:
+                w(f"return jd_error(err, errlen, {_format_call(c.message, c.args, dim)});")
+            else:
+                fmt, vals = _values_suffix([c.lhs, c.rhs], dim)
+                text = f"{c.message}: {c.shown or f'{c.lhs} {c.cmp} {c.rhs}'} does not hold"
+                w(f"return jd_error(err, errlen, {c_string(text)} \"{fmt}.\""
+                  f"{''.join(', ' + v for v in vals)});")
 
 
 _HOST_INFIX = {"add": "+", "subtract": "-", "multiply": "*"}
