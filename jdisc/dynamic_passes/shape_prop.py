@@ -458,10 +458,13 @@ class _Propagator:
         if wide > narrow:
             return [x.shape + (wide // narrow,)]
         per = narrow // wide
+        why = (f"{x.dtype} -> {r.dtype}: the operand's last axis must have {per} elements "
+               f"({narrow} bits from {wide}-bit elements)")
         if x.rank == 0 or symbolic.prove_eq(x.shape[-1], per) is False:
-            raise self.fail(op, f"{x.type_str()} -> {r.dtype}: the operand's last axis must "
-                                f"have {per} elements ({narrow} bits from {wide}-bit elements)")
-        self.same_shape(op, (x.shape[-1],), (per,), "the operand's last axis")
+            raise self.fail(op, why)
+        if symbolic.prove_eq(x.shape[-1], per) is not True:
+            self.prog.checks.append(Check(x.shape[-1], "==", per,
+                                          f"stablehlo.bitcast_convert at {op.loc}: {why}"))
         return [x.shape[:-1]]
 
     def shape_rng_bit_generator(self, op):
