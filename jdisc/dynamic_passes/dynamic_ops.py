@@ -2,8 +2,8 @@
 
 After `propagate_shapes`, every shape operand of a dynamic op is known symbolically, so:
 * `resolve_dynamic_ops` rewrites `dynamic_broadcast_in_dim`, `dynamic_reshape`, `dynamic_iota`,
-  `real_dynamic_slice` into their static forms (whose shapes are symbolic) and turns jax.export's
-  `shape_assertion` custom calls into launcher checks;
+  `real_dynamic_slice`, `dynamic_rng_bit_generator` into their static forms (whose shapes
+  are symbolic) and turns jax.export's `shape_assertion` custom calls into launcher checks;
 * `materialize_dim_values` replaces integer values whose contents are known symbolically and
   that data ops still read (e.g. `mean` dividing by a dynamic size) by `dim_constant` ops that
   the launcher evaluates;
@@ -62,6 +62,8 @@ def _resolve_block(prog: Program, block: Block) -> None:
             op.name, op.operands = "gather", op.operands[:2]   # slice sizes set likewise
         elif op.name == "dynamic_reduce_window":
             op.name, op.operands = "reduce_window", op.operands[:2]   # attrs set likewise
+        elif op.name == "dynamic_rng_bit_generator":
+            op.name, op.operands = "rng_bit_generator", op.operands[:1]
         elif op.name == "real_dynamic_slice":
             op.name, op.operands = "slice", op.operands[:1]   # bounds set by propagate_shapes
         kept.append(op)

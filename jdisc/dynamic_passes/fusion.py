@@ -10,7 +10,11 @@ memory. Kinds:
               consumers in one kernel (input fusion + DISC's stitch fusion): each row is reduced
               and reused while it is in cache (softmax, LayerNorm, LN+GELU+residual+softmax);
 * `reduce` -- a reduction over other dims with its producers fused in;
-* `concat`, `dot` (a BLAS call), `alias` (a reshape of a buffer: no code runs);
+* `concat`, `dot` (a BLAS call), `alias` (a reshape of a buffer, or a bitcast_convert to another
+  bit width: the same bytes, no code runs);
+* `bitcast` -- a bitcast_convert between bit widths that is not an alias (its operand is computed
+  in the kernel, or i1 bits are packed): the operand's bytes written as the result's;
+* `rng` -- rng_bit_generator: counter-based random bits and the new state;
 * `while`, `if`, `case` -- host control flow around the regions' own kernels (control_flow.py),
   and `update` -- a loop body's in-place dynamic_update_slice of a carried buffer.
 
@@ -28,7 +32,7 @@ import threading
 import numpy as np
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Op, Program, Value
+from jdisc.dynamic_passes.ir import Op, Program, Value, bit_width
 from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 
 # Producers duplicated into every consumer: they cost an index computation, no memory.
@@ -40,7 +44,8 @@ LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "
 _ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
                "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv",
                "scatter": "scatter", "select_and_scatter": "selscatter",
-               "while": "while", "if": "if", "case": "case"}
+               "while": "while", "if": "if", "case": "case",
+               "rng_bit_generator": "rng"}
 MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution",
                              "scatter", "select_and_scatter", "while", "if", "case"})
 # Ops worth computing once: recomputing them per broadcast element would cost real time.
@@ -52,7 +57,7 @@ EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_
 @dataclasses.dataclass(eq=False)
 class Kernel:
     name: str
-    kind: str              # loop | stitch | reduce | concat | dot | alias | while | if | ...
+    kind: str              # loop | stitch | reduce | dot | alias | while | rng | ...
     ops: list[Op]          # evaluated inside, in program order; the root op last
     outputs: list[Value]   # buffers written
     inputs: list[Value]    # buffers read
@@ -83,6 +88,17 @@ def is_free(op: Op) -> bool:
 def is_duplicable(op: Op) -> bool:
     """Pulled into every kernel that reads it: free ops and broadcasts (index arithmetic)."""
     return is_free(op) or op.name == "broadcast_in_dim"
+
+
+def is_resizing_bitcast(op: Op) -> bool:
+    """A bitcast_convert between bit widths: it adds or removes a trailing axis."""
+    return op.name == "bitcast_convert" and (bit_width(op.operands[0].dtype)
+                                             != bit_width(op.results[0].dtype))
+
+
+def root_kind(op: Op) -> str | None:
+    """The kernel kind of an op that is never fused into another op's kernel."""
+    return "bitcast" if is_resizing_bitcast(op) else _ROOT_KINDS.get(op.name)
 
 
 def _numel(v: Value) -> symbolic.Dim:
@@ -126,11 +142,11 @@ class _Group:
 
     @property
     def kind(self) -> str:
-        name = self.root.name
         if _in_place(self.root):
             return "update"
-        if name in _ROOT_KINDS:
-            return _ROOT_KINDS[name]
+        kind = root_kind(self.root)
+        if kind is not None:
+            return kind
         if any(op.name == "reduce" for op in self.ops):
             return "stitch" if self.row_rank is not None else "reduce"
         return "loop"
@@ -203,7 +219,7 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
         return False   # library calls and sorts read their operands from memory
     if _in_place(g.root) or any(_in_place(u) for u, _ in eff_users) or _in_place(op):
         return False   # an in-place update copies a buffer into the carried one
-    if op.name in _ROOT_KINDS:
+    if root_kind(op) is not None:
         return False
     v = op.results[0]
     if op.name == "reduce":
@@ -312,8 +328,8 @@ def plan_kernels(prog: Program) -> Program:
         kind = g.kind
         group_ops = [op for member in cluster for op in member.ops]
         ops = sorted(_free_producers(group_ops) + group_ops, key=lambda o: order[id(o)])
-        if kind == "loop" and _is_alias(g):
-            kind = "alias"   # same bytes, new shape: no kernel runs
+        if kind in ("loop", "bitcast") and _is_alias(g):
+            kind = "alias"   # same bytes, new shape (or new dtype): no kernel runs
         name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(group_ops))}"
         outputs = [member.root.results[0] for member in cluster] if len(cluster) > 1 \
             else list(g.root.results)
@@ -323,7 +339,10 @@ def plan_kernels(prog: Program) -> Program:
 
 
 def _is_alias(g: _Group) -> bool:
-    return g.root.name == "reshape" and len(g.ops) == 1 and not _free_value(g.root.operands[0])
+    root = g.root
+    same_bytes = root.name == "reshape" or is_resizing_bitcast(root) and "i1" not in (
+        root.operands[0].dtype, root.results[0].dtype)
+    return same_bytes and len(g.ops) == 1 and not _free_value(root.operands[0])
 
 
 def _merge_siblings(groups: list[_Group], order: dict[int, int]) -> list[list[_Group]]:

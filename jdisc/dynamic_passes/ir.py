@@ -58,6 +58,10 @@ def is_unsigned(dtype: str) -> bool:
 
 # ops whose regions are whole sub-programs (compiled into the host launcher), not scalar bodies
 CONTROL_OPS = frozenset({"while", "if", "case"})
+def bit_width(dtype: str) -> int:
+    """Bits of one element as StableHLO counts them (i1 is one bit: bitcast_convert packs it)."""
+    return 1 if dtype == "i1" else numpy_dtype(dtype).itemsize * 8
+
 
 _value_ids = itertools.count()
 

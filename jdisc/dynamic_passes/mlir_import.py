@@ -154,6 +154,8 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
         return stablehlo.ComparisonDirectionAttr(a).value
     if name == "compare_type":
         return stablehlo.ComparisonTypeAttr(a).value
+    if name == "rng_algorithm":
+        return stablehlo.RngAlgorithmAttr(a).value      # DEFAULT, THREE_FRY or PHILOX
     if name == "dot_dimension_numbers":
         dn = stablehlo.DotDimensionNumbers(a)
         return {"lhs_batch": tuple(dn.lhs_batching_dimensions),
@@ -194,6 +196,9 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
 # --------------------------------------------------------------------------- import
 
 _LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
+# custom calls that are StableHLO ops with a run-time shape operand (jax's lowering of an op
+# whose result shape is symbolic): imported as the op of that name
+_DYNAMIC_OP_CALLS = {"stablehlo.dynamic_rng_bit_generator": "dynamic_rng_bit_generator"}
 # ops whose regions are scalar computations jdisc renders inline
 _SCALAR_REGION_OPS = ("stablehlo.select_and_scatter", "stablehlo.map", "stablehlo.scatter",
                       "stablehlo.sort")
@@ -269,6 +274,11 @@ class _Importer:
                     _trsm_from_lapack(o, op)
                 elif op.name == "stablehlo.dynamic_reduce_window":
                     self.dynamic_reduce_window(o, op)
+                elif op.name in _DYNAMIC_OP_CALLS:
+                    op.name = _DYNAMIC_OP_CALLS[op.name]
+                    for key in ("api_version", "call_target_name", "has_side_effect",
+                                "backend_config"):
+                        op.attrs.pop(key, None)
                 elif op.name != "shape_assertion":
                     op.attrs["unsupported"] = f"custom_call target '{op.name}'"
             elif name in ("stablehlo.constant",):

@@ -14,7 +14,7 @@ from typing import Callable
 
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Check, Op, Program, Value
+from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
 
@@ -505,6 +505,32 @@ class _Propagator:
 
     def shape_shape_assertion(self, op):
         return []
+
+    def shape_bitcast_convert(self, op):
+        """Same bit width: elementwise. Narrower result: one more trailing axis of
+        wide/narrow elements. Wider result: the operand's trailing axis, of wide/narrow
+        elements, is consumed (i1 counts as one bit, as the StableHLO spec says)."""
+        x, r = op.operands[0], op.results[0]
+        wide, narrow = bit_width(x.dtype), bit_width(r.dtype)
+        if wide == narrow:
+            return [self.elementwise(op)]
+        if wide > narrow:
+            return [x.shape + (wide // narrow,)]
+        per = narrow // wide
+        why = (f"{x.dtype} -> {r.dtype}: the operand's last axis must have {per} elements "
+               f"({narrow} bits from {wide}-bit elements)")
+        if x.rank == 0 or symbolic.prove_eq(x.shape[-1], per) is False:
+            raise self.fail(op, why)
+        if symbolic.prove_eq(x.shape[-1], per) is not True:
+            self.prog.checks.append(Check(x.shape[-1], "==", per,
+                                          f"stablehlo.bitcast_convert at {op.loc}: {why}"))
+        return [x.shape[:-1]]
+
+    def shape_rng_bit_generator(self, op):
+        return [op.operands[0].shape, self.from_type(op, op.results[1])]
+
+    def shape_dynamic_rng_bit_generator(self, op):
+        return [op.operands[0].shape, self.require_sym(op, op.operands[1], "output_shape")]
 
     # -- symbolic contents --------------------------------------------------------------------
     def sym_constant(self, op):

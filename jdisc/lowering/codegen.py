@@ -18,7 +18,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import blas, control, conv, launcher, scatter, sort, stitch
+from jdisc.lowering import bitcast, blas, control, conv, launcher, rng, scatter, sort, stitch
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
@@ -30,8 +30,8 @@ _C_KEYWORDS = set("""auto break case char const continue default do double else 
 for goto if inline int long register restrict return short signed sizeof static struct switch
 typedef union unsigned void volatile while _Bool _Complex _Imaginary NAN INFINITY""".split())
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LOCAL = re.compile(r"^(?:[irtb]\d*|jd_.*|gemm_.*|in\d+|out\d+|buf\d+|acc|pa|pb|[ijk]|err|errlen"
-                    r"|dims|ins|outs|in_dims|out_dims|const_\d+)$")
+_LOCAL = re.compile(r"^(?:[irtb]\d*|jd_.*|gemm_.*|rng_.*|bc_.*|in\d+|out\d+|buf\d+|acc|pa|pb|[ijk]"
+                    r"|err|errlen|dims|ins|outs|in_dims|out_dims|const_\d+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +71,14 @@ def generate(prog: Program) -> CProgram:
     buffers: dict[int, str] = {}          # value id -> C expression of its base pointer
     number = _local_numbers(prog)         # value id -> stable per-program number
     _emit_constants(body, prog, buffers, number)
+    every = programs(prog)
+    kernels = [k for p in every for k in p.kernels]
+    if any(k.kind == "rng" for k in kernels):
+        body(rng.C_HELPERS)
     for k in prog.kernels:
         if k.kind not in _NO_FUNCTION:
             _emit_kernel_function(body, k)
     _emit_regions(body, prog, prog.dim_vars)
-    every = programs(prog)
-    kernels = [k for p in every for k in p.kernels]
     extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
          for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
@@ -219,6 +221,11 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 w("return 0;")
             elif k.kind == "sort":
                 sort.emit_sort(w, k, inputs, outs, dim_c, less)
+            elif k.kind == "rng":
+                rng.emit_rng_bit_generator(w, k, inputs, outs, dim_c)
+                w("return 0;")
+            elif k.kind == "bitcast":
+                bitcast.emit_bitcast(w, k, inputs, outs, dim_c)
             elif k.kind == "update":
                 control.emit_update(w, k, inputs, outs[0], dim_c)
                 w("return 0;")
@@ -282,8 +289,10 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                     slot = slots[plan.assignment[v.id]]
                     buffers[v.id] = f"(({ctype(v.dtype)} *)(arena + {dim_c(slot.offset)}))"
         for idx, k in enumerate(prog.kernels):
-            if k.kind == "alias":
-                buffers[k.outputs[0].id] = buffers[k.root.operands[0].id]
+            if k.kind == "alias":   # a reshape, or a bitcast_convert that reads the bytes anew
+                src, out = k.root.operands[0], k.outputs[0]
+                buffers[out.id] = buffers[src.id] if src.dtype == out.dtype else \
+                    f"(({ctype(out.dtype)} *){buffers[src.id]})"
                 continue
             if k.kind in CONTROL_KINDS:
                 if profile:

@@ -119,12 +119,13 @@ _BIT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, **INT_BITS}
 
 
 def _bitcast_convert(a, dts, out, op):
-    """Same-width reinterpretation. f16/bf16 are already bit patterns (uint16_t)."""
+    """Same-width reinterpretation. f16/bf16 are already bit patterns (uint16_t). Between
+    widths the op is a kernel of its own (lowering/bitcast.py), never a scalar."""
     src, x = dts[0], a[0]
     if src not in _BIT_WIDTH or out not in _BIT_WIDTH or _BIT_WIDTH[src] != _BIT_WIDTH[out]:
         raise UnsupportedOpError(
-            f"stablehlo.bitcast_convert from {src} to {out} at {op.loc}: jdisc only "
-            f"reinterprets between element types of the same bit width")
+            f"stablehlo.bitcast_convert from {src} to {out} at {op.loc}: not an elementwise "
+            f"reinterpretation (the bit widths differ)")
     if src in ("f32", "f64"):
         x = f"jd_{src}_bits({x})"
     if out in ("f32", "f64"):
