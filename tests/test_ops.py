@@ -215,3 +215,33 @@ def test_index_moving_ops_read_other_rows_of_per_row_values(rng):
     check(lambda v: (jnp.argsort(v, axis=0, descending=True), jnp.flip(v * 2, 0),
                      jnp.flip(jax.lax.broadcasted_iota(jnp.int32, v.shape, 0), 0)),
           ({0: "B"},), lambda n: (rng.standard_normal((n, 1)).astype(np.float32),), [1, 3, 9])
+
+
+def test_convolution_with_batch_groups_from_a_depthwise_weight_gradient(rng):
+    # the weight gradient of a depthwise convolution is a convolution with batch_group_count
+    # equal to the channels; jdisc splits it into one convolution per batch group
+    w = rng.standard_normal((3, 3, 1, 4)).astype(np.float32)
+
+    def grad_w(x, w):
+        conv = lambda w: jax.lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            feature_group_count=x.shape[-1]).sum()
+        return jax.grad(conv)(w)
+    # sums over B*H*W products of N(0,1) values: ~4 ulp of a total of size ~sqrt(B*H*W)*3
+    check(grad_w, ({0: "B", 1: "H"}, None),
+          lambda n: (rng.standard_normal((n, n + 2, 6, 4)).astype(np.float32), w), [1, 2, 5],
+          tol=1e-5)
+
+
+def test_chlo_scan_reverse_is_refused_not_miscompiled():
+    text = """
+    func.func @main(%x: tensor<4xi32>, %c: tensor<i32>) -> (tensor<4xi32>, tensor<i32>) {
+      %0:2 = chlo.scan(%x) inits (%c) dimension=0 attributes {is_reverse = true} {
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %1 = stablehlo.add %a, %b : tensor<i32>
+        stablehlo.return %1, %1 : tensor<i32>, tensor<i32>
+      } : (tensor<4xi32>, tensor<i32>) -> (tensor<4xi32>, tensor<i32>)
+      return %0#0, %0#1 : tensor<4xi32>, tensor<i32>
+    }"""
+    with pytest.raises(jdisc.UnsupportedOpError, match="is_reverse"):
+        jdisc.compile_stablehlo(text)

@@ -4,6 +4,7 @@ the convolution kernel is one im2col + GEMM scheme."""
 
 from __future__ import annotations
 
+from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Program, Value
 
 
@@ -35,14 +36,45 @@ def canonicalize_convolutions(prog: Program) -> Program:
             "in_batch": 0, "in_feature": ns + 1, "in_spatial": tuple(range(1, ns + 1)),
             "k_in": ns, "k_out": ns + 1, "k_spatial": tuple(range(ns)),
             "out_batch": 0, "out_feature": ns + 1, "out_spatial": tuple(range(1, ns + 1))}
-        if order == tuple(range(out.rank)):
+        if op.attrs.get("batch_group_count", 1) != 1:
+            new_ops += _split_batch_groups(op, out if order == tuple(range(out.rank)) else canon)
+            if order == tuple(range(out.rank)):
+                continue
+        elif order == tuple(range(out.rank)):
             new_ops.append(op)
             continue
-        op.results = [canon]
-        canon.producer = op
-        new_ops.append(op)
+        else:
+            op.results = [canon]
+            canon.producer = op
+            new_ops.append(op)
         inverse = tuple(order.index(d) for d in range(out.rank))
         back = Op("transpose", [canon], [out], {"permutation": inverse}, op.loc)
         new_ops.append(back)
     prog.body.ops = new_ops
     return prog
+
+
+def _split_batch_groups(op: Op, out: Value) -> list[Op]:
+    """batch_group_count G (a weight gradient of a grouped convolution): batch slice g of the
+    input with output-feature slice g of the kernel, for each g, concatenated along the output
+    features. Operands are already NHWC / HWIO."""
+    g_count = op.attrs["batch_group_count"]
+    x, k = op.operands
+    n = symbolic.floordiv(x.shape[0], g_count)
+    o = symbolic.floordiv(k.shape[-1], g_count)
+    ops, parts = [], []
+    for g in range(g_count):
+        xs = Value(x.dtype, (n,) + x.shape[1:])
+        ks = Value(k.dtype, k.shape[:-1] + (o,))
+        ops.append(Op("slice", [x], [xs], {"start_indices": (g * n,) + (0,) * (x.rank - 1),
+                      "limit_indices": ((g + 1) * n,) + x.shape[1:], "strides": (1,) * x.rank},
+                      op.loc))
+        ops.append(Op("slice", [k], [ks], {"start_indices": (0,) * (k.rank - 1) + (g * o,),
+                      "limit_indices": k.shape[:-1] + ((g + 1) * o,),
+                      "strides": (1,) * k.rank}, op.loc))
+        part = Value(out.dtype, out.shape[:-1] + (o,))
+        attrs = dict(op.attrs, batch_group_count=1)
+        ops.append(Op("convolution", [xs, ks], [part], attrs, op.loc))
+        parts.append(part)
+    ops.append(Op("concatenate", parts, [out], {"dimension": out.rank - 1}, op.loc))
+    return ops

@@ -53,8 +53,31 @@ def parse_module(module: str | bytes, ctx: ir.Context) -> ir.Module:
 
 
 def run_mlir_pipeline(module: ir.Module) -> None:
+    _refuse_known_miscompiles(module)
     with module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
+
+
+def _refuse_known_miscompiles(module: ir.Module) -> None:
+    """Ops that jaxlib's own legalisation gets wrong: refused, never silently miscompiled.
+    `chlo.scan {is_reverse = true}` is legalised as a forward scan (jaxlib 0.10.2)."""
+    bad = []
+
+    def visit(op):
+        o = op.operation
+        if o.name == "chlo.scan" and "is_reverse" in o.attributes and \
+                str(o.attributes["is_reverse"]) == "true":
+            bad.append(f"  chlo.scan with is_reverse at {format_location(o.location)}: jaxlib's "
+                       f"chlo-legalize-to-stablehlo ignores is_reverse")
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner)
+
+    for op in module.body.operations:
+        visit(op)
+    if bad:
+        raise UnsupportedOpError(f"jdisc cannot compile {len(bad)} op(s):\n" + "\n".join(bad))
 
 
 # --------------------------------------------------------------------------- locations
@@ -296,6 +319,10 @@ class _Importer:
                 op.regions = [self.import_region(region, env) for region in o.regions]
             elif len(o.regions) and name != "stablehlo.reduce":
                 op.attrs["unsupported"] = f"op '{name}' with regions"
+            if name == "stablehlo.broadcast":   # sizes prepended: a broadcast_in_dim
+                lead = len(op.attrs.pop("broadcast_sizes", ()))
+                op.name = "broadcast_in_dim"
+                op.attrs["broadcast_dimensions"] = tuple(range(lead, lead + operands[0].rank))
             if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
                 op.name = "shape_of"
             elif not name.startswith("stablehlo."):

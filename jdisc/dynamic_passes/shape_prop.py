@@ -398,9 +398,13 @@ class _Propagator:
         a = op.attrs
         dn = a["dimension_numbers"]
         ns = len(dn["in_spatial"])
-        if a.get("batch_group_count", 1) != 1:
-            raise UnsupportedOpError(f"stablehlo.convolution with batch_group_count > 1 at "
-                                     f"{op.loc}")
+        batch_groups = a.get("batch_group_count", 1)
+        if batch_groups != 1:   # split into that many convolutions (convolutions.py)
+            n = x.shape[dn["in_batch"]]
+            if symbolic.prove_eq(symbolic.mod(n, batch_groups), 0) is not True:
+                self.prog.checks.append(Check(symbolic.mod(n, batch_groups), "==", 0, (
+                    f"stablehlo.convolution at {op.loc}: the batch must divide into "
+                    f"{batch_groups} batch groups")))
         strides = a.get("window_strides") or (1,) * ns
         pad = a.get("padding") or (0,) * (2 * ns)
         lhs_dil = a.get("lhs_dilation") or (1,) * ns
@@ -411,7 +415,7 @@ class _Propagator:
         self.same_shape(op, (x.shape[dn["in_feature"]],), (k.shape[dn["k_in"]] * groups,),
                         "input features")
         out = [None] * x.rank
-        out[dn["out_batch"]] = x.shape[dn["in_batch"]]
+        out[dn["out_batch"]] = symbolic.floordiv(x.shape[dn["in_batch"]], batch_groups)
         out[dn["out_feature"]] = k.shape[dn["k_out"]]
         for i in range(ns):
             n, w = x.shape[dn["in_spatial"][i]], k.shape[dn["k_spatial"][i]]
@@ -622,18 +626,45 @@ class _Propagator:
 
 
 def _data_start_sizes(op: Op) -> tuple | None:
-    """Slice sizes of a `real_dynamic_slice` whose start is data and whose limit is
-    `start + sizes` with unit strides (how jax indexes with a loop counter), else None."""
+    """Slice sizes of a `real_dynamic_slice` whose start is data and whose limit is that start
+    plus sizes known symbolically, with unit strides (how jax and chlo index with a loop
+    counter: `start + 1`, `clamp(...) + sizes`), else None."""
     x, start, limit, strides = op.operands
     if start.sym is not None or strides.sym is None or any(s != 1 for s in strides.sym):
         return None
-    p = limit.producer
-    if p is None or p.name != "add" or start not in p.operands:
-        return None
-    other = p.operands[1] if p.operands[0] is start else p.operands[0]
-    if other.sym is None or any(isinstance(d, (bool, Pred, HostValue)) for d in other.sym):
-        return None
-    return tuple(other.sym)
+    sizes = []
+    for j in range(x.rank):
+        (b0, o0), (b1, o1) = _affine(start, j), _affine(limit, j)
+        if b0 is None or b0 != b1:
+            return None
+        sizes.append(o1 - o0)
+    return tuple(sizes)
+
+
+def _affine(v: Value, j: int, depth: int = 0):
+    """Element j of an integer vector as (opaque base, symbolic offset): a known element is
+    (None, value); `add` sums offsets when one side is known; `concatenate` and `reshape`
+    forward to the element they hold; anything else is its own base."""
+    if v.sym is not None and not any(isinstance(d, (bool, Pred, HostValue)) for d in v.sym):
+        return None, v.sym[j] if len(v.sym) > 1 else v.sym[0]
+    p = v.producer
+    if p is None or depth > 16:
+        return (v.id, j), 0
+    if p.name == "reshape" and p.operands[0].num_elements() == 1:
+        return _affine(p.operands[0], 0, depth + 1)
+    if p.name == "concatenate" and p.attrs.get("dimension") == 0 and v.rank == 1:
+        at = 0
+        for x in p.operands:
+            if not isinstance(x.shape[0], int):
+                break
+            if j < at + x.shape[0]:
+                return _affine(x, j - at, depth + 1)
+            at += x.shape[0]
+    if p.name == "add" and v.rank <= 1:
+        a, b = (_affine(x, j if x.rank else 0, depth + 1) for x in p.operands)
+        if a[0] is None or b[0] is None:
+            return (a[0] if a[0] is not None else b[0]), a[1] + b[1]
+    return (v.id, j), 0
 
 
 ELEMENTWISE = frozenset("""
