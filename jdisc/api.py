@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from jdisc import interop
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
@@ -47,11 +48,23 @@ class Compiled:
     def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
         if len(flat_args) != len(self.leaves):
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
-        arrays = [self._as_array(x, spec) for x, spec in zip(flat_args, self.leaves)]
-        kept = [arrays[i] for i in self.kept]
         if self._dropped_named:
-            self._check_dropped(arrays)
-        outs = self.executable.run(kept)
+            self._check_dropped([self._as_array(x, spec)
+                                 for x, spec in zip(flat_args, self.leaves)])
+        shapes, pointers, alive = [], [], []
+        for i in self.kept:
+            x, spec = flat_args[i], self.leaves[i]
+            ptr = _cpu_pointer(x, spec)
+            if ptr is None:     # numpy, Python scalars, other dtypes, other devices
+                arr = self._as_array(x, spec)
+                alive.append(arr)
+                shapes.append(arr.shape)
+                pointers.append(arr.ctypes.data)
+            else:
+                shapes.append(x.shape)
+                pointers.append(ptr)
+        outs = self.executable.run_pointers(shapes, pointers)
+        del alive
         return [runtime.to_jax(o) for o in outs]
 
     @staticmethod
@@ -94,6 +107,24 @@ class Compiled:
                         f"'{other}' axis {other_axis} ('{name}') is {other_size}; axes that "
                         f"share a dimension name must be equal.")
                 seen.setdefault(name, (spec.name, axis, size))
+
+
+try:
+    from jax._src.array import ArrayImpl as _ArrayImpl   # jax is pinned to one minor version
+except ImportError:     # pragma: no cover - then every input takes the general path
+    _ArrayImpl = None
+
+
+def _cpu_pointer(x: Any, spec) -> int | None:
+    """The data address of a single-device CPU jax.Array of the compiled dtype and rank (after
+    waiting for it: jax dispatches asynchronously), else None."""
+    if type(x) is not _ArrayImpl or x.dtype != spec.dtype or x.ndim != len(spec.shape):
+        return None
+    try:
+        x.block_until_ready()
+        return x.unsafe_buffer_pointer()
+    except Exception:   # several devices, a deleted buffer, ...: the general path decides
+        return None
 
 
 class _XlaFallback:
@@ -250,7 +281,9 @@ class JdiscFunction:
         self._stats["compiles"] += 1
         self._stats["cache_hits"] += int(executable.library.cache_hit)
         self._stats["compile_seconds"] += time.perf_counter() - t0
-        return Compiled(exported, executable, in_tree, prog)
+        entry = Compiled(exported, executable, in_tree, prog)
+        entry.fun = fun     # statics bound: what vmap and grad re-export (interop.py)
+        return entry
 
     def _entry(self, args: tuple, kwargs: dict) -> tuple[Compiled, list]:
         dynamic, names, key, fun = self._split_args(args, kwargs)
@@ -284,7 +317,10 @@ class JdiscFunction:
         if treedef != entry.in_tree:
             raise ArgumentError(f"{self.__name__} was compiled for arguments structured as "
                                 f"{entry.in_tree}, got {treedef}")
-        outs = entry.call_flat(flat)
+        if interop.is_traced(flat):    # inside jax.jit / vmap / grad / scan: a custom call
+            outs = interop.traced_call(self, entry, flat)
+        else:
+            outs = entry.call_flat(flat)
         self._stats["calls"] += 1
         return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
 
@@ -307,7 +343,20 @@ class JdiscFunction:
         return dict(zip(names, out))
 
     def stats(self) -> dict:
-        return dict(self._stats)
+        """compiles, cache_hits, calls, compile_seconds; with `vmap_compiles` and
+        `vjp_compiles` counting the compiles of the batched and backward programs that
+        jax.vmap and jax.grad of this function made (interop.py)."""
+        out = dict(self._stats)
+        for key, attr in (("vmap_compiles", "_vmapped_fns"), ("vjp_compiles", "_vjp_fn")):
+            n = 0
+            for entry in self._compiled.values():
+                derived = entry.__dict__.get(attr)
+                fns = derived.values() if isinstance(derived, dict) else [derived] if derived \
+                    else []
+                n += sum(f.jf.stats()["compiles"] for f in fns)
+            if n:
+                out[key] = n
+        return out
 
 
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,

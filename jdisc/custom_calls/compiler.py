@@ -82,12 +82,18 @@ def _flag_parts(sanitize: bool) -> tuple[list[str], list[str]]:
     if sanitize:
         i = cflags.index("-O3")
         cflags[i:i + 1] = _SANITIZE_CFLAGS
-    cflags += ["-I", scipy_openblas32.get_include_dir()]
+    cflags += ["-I", scipy_openblas32.get_include_dir(), "-I", _xla_ffi_include_dir()]
     libdir = scipy_openblas32.get_lib_dir()
     ldflags = [
         "-L", libdir, f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{libdir}", "-lm",
     ]
     return cflags, ldflags
+
+
+def _xla_ffi_include_dir() -> str:
+    """jaxlib's headers: the XLA FFI C API each program's custom-call handler is written to."""
+    import jax.ffi
+    return jax.ffi.include_dir()
 
 
 def compile_flags(*, sanitize: bool = False) -> list[str]:

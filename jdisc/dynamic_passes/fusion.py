@@ -178,13 +178,17 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
     for op in prog.body.ops:
         for v in op.operands:
             users.setdefault(v.id, []).append(op)
-    results = {v.id for v in prog.body.results}
+    # values that must be in memory: results, and what library calls / sorts / control ops
+    # read (a free value there, e.g. the zeros a scatter adds into, is materialised)
+    results = {v.id for v in prog.body.results} | {
+        v.id for op in prog.body.ops if op.name in MEMORY_OPERANDS or _in_place(op)
+        for v in op.operands}
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for op in reversed(prog.body.ops):
         if not op.results or op.name == "constant" and not (
                 is_splat(op.attrs["value"]) and op.results[0].id in results):
-            continue   # constants have static buffers; a splat result is written by a kernel
+            continue   # constants have static buffers; a splat one read from memory gets a kernel
         v = op.results[0]
         if is_duplicable(op) and v.id not in results:
             continue
@@ -323,11 +327,13 @@ def plan_kernels(prog: Program) -> Program:
     finally:
         _PROVER.eq = symbolic.prove_eq
     kernels: list[Kernel] = []
+    written = {m.root.results[0].id for c in clusters for m in c if m.root.results}
     for cluster in clusters:
         g = cluster[-1]
         kind = g.kind
         group_ops = [op for member in cluster for op in member.ops]
-        ops = sorted(_free_producers(group_ops) + group_ops, key=lambda o: order[id(o)])
+        ops = sorted(_free_producers(group_ops, written) + group_ops,
+                     key=lambda o: order[id(o)])
         if kind in ("loop", "bitcast") and _is_alias(g):
             kind = "alias"   # same bytes, new shape (or new dtype): no kernel runs
         name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(group_ops))}"
@@ -398,15 +404,16 @@ def _name_parts(ops: list[Op]) -> list[str]:
     return parts[:4] or [ops[-1].name]
 
 
-def _free_producers(ops: list[Op]) -> list[Op]:
+def _free_producers(ops: list[Op], written: set[int] = frozenset()) -> list[Op]:
     """Duplicable ops (splat constants, iota, dim values, broadcasts) the group reads,
-    transitively, in program order."""
+    transitively, in program order; not those another kernel writes to memory."""
     inside = {id(op) for op in ops}
     seen: dict[int, Op] = {}
 
     def visit(v: Value):
         p = v.producer
-        if p is None or id(p) in inside or id(p) in seen or not is_duplicable(p):
+        if p is None or id(p) in inside or id(p) in seen or not is_duplicable(p) \
+                or v.id in written:
             return
         for x in p.operands:
             visit(x)

@@ -18,7 +18,8 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import bitcast, blas, control, conv, launcher, rng, scatter, sort, stitch
+from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, rng, scatter, sort,
+                            stitch)
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
@@ -116,7 +117,7 @@ def generate(prog: Program) -> CProgram:
     head()
     source = (head.text() + symbolic.C_PRELUDE + "\n" + c_prelude() + "\n"
               + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + launcher.ARENA + "\n"
-              + text)
+              + text + ffi.ffi_handler(prog))
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels))
 

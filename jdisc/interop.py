@@ -1,0 +1,195 @@
+"""A jdisc function inside JAX programs: under a trace (jax.jit, lax.scan, vmap, grad,
+shard_map, ...) it is an XLA FFI custom call of its compiled launcher.
+
+* The call: `jax.ffi.ffi_call` of the program's registered handler (custom_calls/ffi.py), with
+  result shapes from the launcher's own `jd_prepare` at the traced (concrete) shapes, which also
+  runs every shape check at trace time. The same library serves every shape.
+* `jax.vmap`: a `custom_vmap` rule calls a second jdisc function, `jax.vmap` of the original
+  with the batch as one more symbolic dimension (`vmap_batch`), so every batch size shares one
+  compile.
+* `jax.grad` / `jax.vjp`: a `custom_vjp` whose backward pass is a jdisc function too: the VJP
+  of the original exported with symbolic shapes (cotangent axes named after the outputs' own
+  symbolic dims), compiled once for every shape.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from jdisc.custom_calls import ffi
+from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.errors import DtypeError, JdiscError, ShapeError
+
+if TYPE_CHECKING:
+    from jdisc.api import Compiled, JdiscFunction
+
+VMAP_DIM = "vmap_batch"
+
+
+def is_traced(flat: list) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in flat)
+
+
+def traced_call(jf: "JdiscFunction", entry: "Compiled", flat: list) -> list:
+    """The outputs (flat) of `entry` on traced leaves, as JAX primitives."""
+    fn = getattr(entry, "_traceable", None)
+    if fn is None:
+        fn = entry._traceable = _traceable(jf, entry)
+    return list(fn(*flat))
+
+
+def _traceable(jf: "JdiscFunction", entry: "Compiled"):
+    def primal(*flat):
+        return tuple(ffi_call(entry, flat))
+
+    batched = jax.custom_batching.custom_vmap(primal)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, *flat):
+        vf = _vmapped(jf, entry, tuple(bool(b) for b in in_batched))
+        outs = vf(*flat)
+        return tuple(outs), (True,) * len(outs)
+
+    differentiable = jax.custom_vjp(batched)
+
+    def fwd(*flat):
+        return batched(*flat), flat
+
+    def bwd(flat, cts):
+        grads = _vjp_function(jf, entry)(*flat, *cts)
+        it = iter(grads)
+        return tuple(next(it) if _is_float(spec.dtype) else None for spec in entry.leaves)
+
+    differentiable.defvjp(fwd, bwd)
+    return differentiable
+
+
+def ffi_call(entry: "Compiled", flat) -> list:
+    """`jax.ffi.ffi_call` of the compiled launcher on the kept leaves."""
+    kept = [flat[i] for i in entry.kept]
+    shapes = []
+    for x, i in zip(kept, entry.kept):
+        spec = entry.leaves[i]
+        dt = np.dtype(jax.dtypes.canonicalize_dtype(x.dtype))
+        if dt != spec.dtype:
+            raise DtypeError(f"argument '{spec.name}' has dtype {dt} but the function was "
+                             f"compiled for {spec.dtype}")
+        if len(x.shape) != len(spec.shape):
+            raise ShapeError(f"argument '{spec.name}' has rank {len(x.shape)} but the function "
+                             f"was compiled for rank {len(spec.shape)}")
+        try:
+            shapes.append(tuple(int(d) for d in x.shape))
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            raise JdiscError(f"argument '{spec.name}' has the symbolic shape {x.shape}: a jdisc "
+                             f"function inside a shape-polymorphic jax.export is not "
+                             f"supported") from None
+    if entry._dropped_named:
+        entry._check_dropped([_Shaped(x.shape) for x in flat])
+    executable = entry.executable
+    _, out_shapes = executable.prepare(shapes)    # the launcher's checks, at trace time
+    out_types = []
+    for s, spec in zip(out_shapes, executable.cprog.outputs):
+        dt = numpy_dtype(spec.dtype)
+        if dt.itemsize == 8 and dt.kind in "iuf" and not jax.config.jax_enable_x64:
+            raise DtypeError(f"result '{spec.name}' is {dt}: inside a JAX trace that needs "
+                             f"jax_enable_x64 (jax would narrow it)")
+        out_types.append(jax.ShapeDtypeStruct(s, dt))
+    if not out_types:
+        return []
+    return list(jax.ffi.ffi_call(ffi.target_name(executable), out_types)(*kept))
+
+
+class _Shaped:
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _is_float(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.inexact)
+
+
+def _flat_fun(entry: "Compiled"):
+    """The original function (statics bound) on flat leaves, returning flat outputs."""
+    fun, in_tree = entry.fun, entry.in_tree
+
+    def flat_fun(*leaves):
+        args = jax.tree_util.tree_unflatten(in_tree, leaves)
+        return jax.tree_util.tree_leaves(fun(*args))
+    return flat_fun
+
+
+def _leaf_axes(entry: "Compiled") -> list[dict[int, str]]:
+    return [dict(spec.axes) for spec in entry.leaves]
+
+
+def _vmapped(jf: "JdiscFunction", entry: "Compiled", in_batched: tuple[bool, ...]):
+    """jdisc.jit of jax.vmap(original): the batch is the symbolic dim `vmap_batch`."""
+    cache = entry.__dict__.setdefault("_vmapped_fns", {})
+    vf = cache.get(in_batched)
+    if vf is None:
+        from jdisc.api import JdiscFunction
+        axes = []
+        for batched, a in zip(in_batched, _leaf_axes(entry)):
+            if VMAP_DIM in a.values():
+                raise JdiscError(f"jdisc reserves the dimension name '{VMAP_DIM}' for vmap")
+            axes.append({0: VMAP_DIM, **{k + 1: n for k, n in a.items()}} if batched else a)
+        in_axes = [0 if b else None for b in in_batched]
+        fn = jax.vmap(_flat_fun(entry), in_axes=in_axes)
+        fn.__name__ = f"vmap_{jf.__name__}"
+        vf = cache[in_batched] = _FlatJdisc(JdiscFunction(
+            fn, tuple(axes), jf.constraints, (), (), None))
+    return vf
+
+
+def _vjp_function(jf: "JdiscFunction", entry: "Compiled"):
+    """jdisc.jit of (primal leaves, output cotangents) -> cotangents of the float leaves."""
+    vf = entry.__dict__.get("_vjp_fn")
+    if vf is None:
+        from jdisc.api import JdiscFunction
+        flat_fun = _flat_fun(entry)
+        is_float = [_is_float(spec.dtype) for spec in entry.leaves]
+        n = len(entry.leaves)
+
+        def vjp_fun(*args):
+            primals, cts = args[:n], args[n:]
+            diff = [p for p, f in zip(primals, is_float) if f]
+
+            def of_floats(*xs):
+                it = iter(xs)
+                return flat_fun(*[next(it) if f else p for p, f in zip(primals, is_float)])
+            _, pullback = jax.vjp(of_floats, *diff)
+            return list(pullback(list(cts)))
+        vjp_fun.__name__ = f"vjp_{jf.__name__}"
+        axes = _leaf_axes(entry) + [_output_axes(spec) for spec in entry.program.outputs]
+        vf = entry._vjp_fn = _FlatJdisc(JdiscFunction(
+            vjp_fun, tuple(axes), jf.constraints, (), (), None))
+    return vf
+
+
+def _output_axes(spec) -> dict[int, str]:
+    """Axis names for a cotangent: the output's symbolic dims, when each is one variable."""
+    from jdisc.dynamic_passes import symbolic
+    axes = {}
+    for i, d in enumerate(spec.shape):
+        if isinstance(d, int):
+            continue
+        names = symbolic.variables(d)
+        if len(names) != 1 or str(d) not in names:
+            raise JdiscError(f"jax.grad through jdisc: output '{spec.name}' axis {i} has the "
+                             f"size {d}, not a plain dimension variable; its cotangent cannot "
+                             f"be given a symbolic shape")
+        axes[i] = str(d)
+    return axes
+
+
+class _FlatJdisc:
+    """Calls a JdiscFunction of flat leaves with flat leaves; returns the flat outputs."""
+
+    def __init__(self, jf: "JdiscFunction"):
+        self.jf = jf
+
+    def __call__(self, *leaves) -> list:
+        return jax.tree_util.tree_leaves(self.jf(*leaves))
