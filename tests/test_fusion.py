@@ -163,3 +163,20 @@ def test_row_shaped_value_spread_along_columns_is_not_a_row_value():
         d, rest = f(a)
         assert_close(d, np.diag(a).astype(np.float32), 0)
         assert_close(rest, a - np.diag(np.diag(a)), 0)
+
+
+def test_transposed_gemm_results_fold_into_the_gemm(rng):
+    # jax's weight gradient is transpose(dot(g, x)); (G^T X)^T = X^T G is one GEMM, no copy
+    p = W.mlp_params(d_in=16, hidden=32, d_out=8)
+
+    def step(params, x, y):
+        return jax.grad(lambda q: jnp.mean((W.mlp(q, x) - y) ** 2))(params)
+    x, y = np.ones((3, 16), np.float32), np.ones((3, 8), np.float32)
+    prog = to_ir(step, (None, {0: "N"}, {0: "N"}), p, x, y)
+    assert not [k for k in prog.kernels if any(op.name == "transpose" for op in k.ops)]
+    f = jdisc.jit(step, dynamic_axes=(None, {0: "N"}, {0: "N"}))
+    for n in (1, 5, 40):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        y = rng.standard_normal((n, 8)).astype(np.float32)
+        jax.tree_util.tree_map(lambda a, b: assert_close(a, b, 1e-5), f(p, x, y),
+                               jax.jit(step)(p, x, y))

@@ -58,8 +58,45 @@ def _transposed(v: Value, perm: list[int], loc: str) -> tuple[Op, Value]:
     return Op("transpose", [v], [out], {"permutation": tuple(perm)}, loc), out
 
 
+def _fold_result_transposes(prog: Program) -> None:
+    """transpose(dot(a, b)) that swaps the lhs-free and rhs-free blocks of a dot without batch
+    dims is dot(b, a): (A B)^T = B^T A^T, one GEMM and no transposed copy (jax's weight
+    gradients come that way)."""
+    users: dict[int, list[Op]] = {}
+    for op in prog.body.ops:
+        for v in op.operands:
+            users.setdefault(v.id, []).append(op)
+    results = {v.id for v in prog.body.results}
+    for op in prog.body.ops:
+        if op.name != "transpose" or op.operands[0].producer is None:
+            continue
+        dot = op.operands[0].producer
+        d = op.operands[0]
+        if dot.name != "dot_general" or len(users.get(d.id, [])) != 1 or d.id in results:
+            continue
+        dn = dot.attrs["dot_dimension_numbers"]
+        if dn["lhs_batch"]:
+            continue
+        lhs, rhs = dot.operands
+        n_m = lhs.rank - len(dn["lhs_contract"])
+        n_n = rhs.rank - len(dn["rhs_contract"])
+        if tuple(op.attrs["permutation"]) != tuple(range(n_m, n_m + n_n)) + tuple(range(n_m)):
+            continue
+        out = op.results[0]
+        dot.operands = [rhs, lhs]
+        dot.attrs["dot_dimension_numbers"] = dict(
+            dn, lhs_contract=dn["rhs_contract"], rhs_contract=dn["lhs_contract"])
+        dot.results = [out]
+        out.producer = dot
+        op.name, op.operands, op.results = "_dead", [], []
+    # the dot keeps its place (its operands come before it); its result is now the transpose's
+    prog.body.ops = [op for op in prog.body.ops if op.name != "_dead"]
+
+
 def canonicalize_dot_layouts(prog: Program) -> Program:
-    """Pass: insert transposes so every dot_general is a plain (batched) GEMM."""
+    """Pass: transposed GEMM results folded into the GEMM; then transposes inserted so every
+    dot_general is a plain (batched) GEMM."""
+    _fold_result_transposes(prog)
     new_ops = []
     for op in prog.body.ops:
         if op.name == "dot_general" and gemm_layout(op) is None:
