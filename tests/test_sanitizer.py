@@ -56,7 +56,8 @@ def test_differential_suite_under_asan_ubsan():
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
              os.path.join(HERE, "test_models.py"), os.path.join(HERE, "test_bad_input.py"),
              os.path.join(HERE, "test_compile_once.py"), os.path.join(HERE, "test_fusion.py"),
-             os.path.join(HERE, "test_ops.py"), os.path.join(HERE, "test_dtypes.py")],
+             os.path.join(HERE, "test_ops.py"), os.path.join(HERE, "test_dtypes.py"),
+             os.path.join(HERE, "test_cnn_kernels.py")],
             env=_env(cache), capture_output=True, text=True, timeout=1800, cwd=HERE)
     finally:
         shutil.rmtree(cache, ignore_errors=True)

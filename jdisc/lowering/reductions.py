@@ -20,7 +20,7 @@ from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import (_COMBINE, _loop_nest, _Renderer, dilated_index,
                                     render_body)
-from jdisc.lowering.stitch import _close, _open_rows
+from jdisc.lowering.stitch import _close, _open_rows, _prod
 
 
 def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
@@ -160,24 +160,40 @@ def _parallel_outer(w: CWriter, out: Value, dim) -> None:
 # ---------------------------------------------------------------------------- row schedule
 
 def _open_output_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], work: Dim,
-                      dim) -> tuple[tuple[str, ...], list[str]]:
+                      dim, inner: bool = False) -> tuple[tuple[str, ...], list[str]]:
     """A parallel loop over the output's rows (all dims but the last); each row of every
-    output set to its init value. Returns the row's indices and the rows' pointers."""
+    output set to its init value. With `inner`, the parallel loop is over all dims but the
+    last two, and a loop over the second-to-last dim runs inside it (short rows: no index
+    division per row). Returns the row's indices and the rows' pointers."""
     n = len(op.results)
     out = op.results[0]
-    rows = _open_rows(w, r, out.shape[:-1], dim(work), dim)
+    split = out.rank - 2 if inner and out.rank >= 3 else out.rank - 1
+    rows = _open_rows(w, r, out.shape[:split], dim(work * _prod(out.shape[split:-1])), dim)
     w(f"const int64_t n_lanes = {dim(out.shape[-1])};")
+    at = "row"
+    if split < out.rank - 1:
+        name = f"i{split}"
+        w(f"for (int64_t {name} = 0; {name} < {dim(out.shape[split])}; {name}++) {{")
+        w.level += 1
+        rows, at = rows + (name,), f"(row * {dim(out.shape[split])} + {name})"
     r.push()
     inits = [r.load(v, ()) for v in op.operands[n:]]
     names = []
     for k, (res, name) in enumerate(zip(op.results, outputs)):
         names.append(f"orow{k}")
-        w(f"{ctype(res.dtype)} *restrict orow{k} = {name} + row * n_lanes;")
+        w(f"{ctype(res.dtype)} *restrict orow{k} = {name} + {at} * n_lanes;")
     w("#pragma omp simd")
     with w.block("for (int64_t c = 0; c < n_lanes; c++)"):
         for row, init in zip(names, inits):
             w(f"{row}[c] = {init};")
     return rows, names
+
+
+def _close_output_rows(w: CWriter, r: _Renderer, op: Op, inner: bool = False) -> None:
+    r.pop()
+    if inner and op.results[0].rank >= 3:
+        _close(w)
+    _close(w)
 
 
 def _combine_row(w: CWriter, r: _Renderer, op: Op, rows: list[str], idx) -> None:
@@ -209,8 +225,7 @@ def _reduce_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
         full[i] = ridx[k]
     _combine_row(w, r, op, rows, full)
     close()
-    r.pop()
-    _close(w)
+    _close_output_rows(w, r, op)
 
 
 def _window_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
@@ -220,12 +235,11 @@ def _window_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     work: Dim = op.results[0].shape[-1]
     for d in window:
         work = work * d
-    oidx, rows = _open_output_rows(w, r, op, outputs, work, dim)
+    oidx, rows = _open_output_rows(w, r, op, outputs, work, dim, inner=True)
     widx, close = _loop_nest(w, window[:-1], dim, prefix="r")
     conds, sub = _window_index(op, oidx + ("c",), widx + ("0",), dim)
     sub[-1] = "c"
     with w.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
         _combine_row(w, r, op, rows, sub)
     close()
-    r.pop()
-    _close(w)
+    _close_output_rows(w, r, op, inner=True)
