@@ -28,6 +28,7 @@ def _kernels(jf, args) -> str:
 
 # -- direct convolution ----------------------------------------------------------------------
 
+# input dims ("B" dynamic, sizes 13, 1, 5, 6, 7 and up from `min`), kernel HWIO, conv attrs
 CONVS = [
     # NHWC 3x3 SAME, 3 -> 40 features: one block of 32 and a narrower one of 8
     dict(xs=("B", 9, 3), ws=(3, 3, 3, 40), strides=(1, 1), padding="SAME"),
@@ -35,9 +36,13 @@ CONVS = [
     dict(xs=(4, "B", 5), ws=(3, 3, 5, 17), strides=(1, 1), padding="SAME"),
     # strides, asymmetric and negative padding, kernel (rhs) dilation
     dict(xs=(11, "B", 4), ws=(2, 3, 4, 6), strides=(2, 3), padding=((2, 0), (1, -1)),
-         rhs=(1, 2)),
+         rhs=(1, 2), min=5),
+    # negative low padding (one dim at a time: XLA:CPU gets both at once wrong): the first
+    # block of a row skips input
+    dict(xs=(6, "B", 2), ws=(2, 3, 2, 3), strides=(1, 1), padding=((1, 1), (-1, 0)), min=4),
+    dict(xs=(6, "B", 2), ws=(2, 3, 2, 3), strides=(1, 1), padding=((-1, 1), (1, 1))),
     # negative high padding: a partial last block still reads inside the input
-    dict(xs=(5, "B", 3), ws=(1, 3, 3, 4), strides=(1, 1), padding=((0, 0), (1, -2))),
+    dict(xs=(5, "B", 3), ws=(1, 3, 3, 4), strides=(1, 1), padding=((0, 0), (1, -2)), min=4),
     # input (lhs) dilation: the innermost taps are not one run of input
     dict(xs=(6, "B", 3), ws=(3, 2, 3, 5), strides=(1, 1), padding=((1, 1), (2, 1)),
          lhs=(2, 2)),
@@ -45,7 +50,7 @@ CONVS = [
     dict(xs=("B", 7, 6), ws=(1, 1, 2, 12), strides=(1, 1), padding="VALID", groups=3),
     dict(xs=(9, "B", 6), ws=(5, 1, 3, 4), strides=(2, 1), padding="SAME", groups=2),
     # a single output feature, a single input feature
-    dict(xs=(6, "B", 1), ws=(3, 3, 1, 1), strides=(1, 1), padding="VALID"),
+    dict(xs=(6, "B", 1), ws=(3, 3, 1, 1), strides=(1, 1), padding="VALID", min=3),
 ]
 
 
@@ -58,12 +63,12 @@ def test_direct_convolution_blocks_and_tails(rng, spec):
             feature_group_count=spec.get("groups", 1))
     w = rng.standard_normal(spec["ws"]).astype(np.float32)
     dyn = spec["xs"].index("B") + 1
-    lo = 3 if spec.get("padding") == "VALID" or spec["xs"] in ((11, "B", 4), (5, "B", 3)) else 1
+    lo = spec.get("min", 1)
 
     def make(n):
         shape = (2,) + tuple(n if d == "B" else d for d in spec["xs"])
         return rng.standard_normal(shape).astype(np.float32), w
-    sizes = [13, 1, 5, 6, 7] if lo == 1 else [13, 3, 6, 7]
+    sizes = [13] + [n for n in (1, 5, 6, 7) if n >= lo] + [lo]
     jf, args = check(f, ({dyn: "B"}, None), make, sizes, 3e-5,
                      constraints=(f"B >= {lo}",) if lo > 1 else ())
     assert "direct convolution" in _kernels(jf, args)
@@ -107,6 +112,29 @@ def test_direct_convolution_f64_and_parallel_rows(rng):
         w64 = rng.standard_normal((3, 3, 5, 20))
         check(f, ({1: "H"}, None), lambda n: (rng.standard_normal((2, n, 9, 5)), w64),
               [9, 2], 1e-12)
+
+
+@pytest.mark.parametrize("reverse", ["[true, false]", "[false, true]", "[true, true]"])
+def test_direct_convolution_window_reversal(rng, reverse):
+    # jax never emits window reversal: set it on the exported StableHLO; reversing a kernel
+    # dim is convolving with the kernel flipped along it
+    from jax import export
+
+    def f(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 2), ((1, 1), (0, 2)),
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    b = export.symbolic_shape("b")[0]
+    text = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, 5, 9, 3), np.float32),
+                                     jax.ShapeDtypeStruct((3, 2, 3, 4), np.float32)).mlir_module()
+    assert text.count("pad = [[1, 1], [0, 2]]") == 1
+    g = jdisc.compile_stablehlo(text.replace(
+        "pad = [[1, 1], [0, 2]]", f"pad = [[1, 1], [0, 2]], reverse = {reverse}"))
+    w = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    flipped = np.flip(w, [i for i, r in enumerate(reverse[1:-1].split(", ")) if r == "true"])
+    for n in (2, 1, 0):
+        x = rng.standard_normal((n, 5, 9, 3)).astype(np.float32)
+        (got,) = g(x, w)
+        assert_close(got, f(x, flipped), 3e-5, f"n={n}")
 
 
 def test_convolution_with_a_dynamic_kernel_shape_uses_im2col(rng):
