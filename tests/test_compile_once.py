@@ -93,6 +93,24 @@ def test_negative_axes_and_jax_array_inputs(rng):
     assert jf.stats()["compiles"] == 1
 
 
+def test_results_are_arrays_like_device_put_gives(rng):
+    # small results go through jax's internal batched put (uncommitted, as device_put gives),
+    # large ones through DLPack: arrays on the default device, usable by jax.jit, and
+    # independent of later calls
+    jf = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "N"},))
+    for n in (0, 3, 300000):
+        x = rng.standard_normal((n, 2)).astype(np.float32)
+        got, again = jf(x), jf(x + 1)
+        ref = jax.device_put(x * 2)
+        assert isinstance(got, jax.Array) and got.devices() == ref.devices()
+        assert got.aval == ref.aval
+        if n < 1000:
+            assert got.committed == ref.committed and got.sharding == ref.sharding
+        assert_close(jax.jit(lambda v: v + 1)(got), x * 2 + 1, 0)
+        assert_close(got, x * 2, 0)
+        assert_close(again, (x + 1) * 2, 0)
+
+
 def test_disk_cache_hit_in_a_new_function(rng):
     def g(x):
         return x * 2 + 1

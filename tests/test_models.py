@@ -132,7 +132,7 @@ def test_size_zero_and_one(rng):
 
 
 def test_cnn_dynamic_batch_and_spatial_dims(rng):
-    # conv (im2col + GEMM) + ReLU + max-pool + conv + global average; sums of <= 288 products
+    # direct conv + ReLU + max-pool + conv + global average; sums of <= 288 products
     p = W.cnn_params()
     run_differential(W.cnn, (None, {0: "B", 1: "H", 2: "W"}),
                      lambda b, s, r: (p, r.standard_normal((b, s, s + 3, 3)).astype(np.float32)),

@@ -1,6 +1,6 @@
 """Convolutions in one layout: input [N, spatial..., C], kernel [spatial..., C/groups, O],
 output [N, spatial..., O]. Other layouts get explicit transposes (fused into loop kernels), so
-the convolution kernel is one im2col + GEMM scheme."""
+the convolution kernels (lowering/conv.py: direct, or im2col + GEMM) handle one layout."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from jdisc.dynamic_passes.ir import bit_width
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _loop_nest, _parallel_outer, _Renderer
+from jdisc.lowering.kernels import _loop_nest, _Renderer
+from jdisc.lowering.reductions import _parallel_outer
 
 
 def emit_bitcast(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],

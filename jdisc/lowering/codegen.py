@@ -18,8 +18,8 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, rng, scatter, sort,
-                            stitch)
+from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reductions, rng,
+                            scatter, sort, stitch)
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
@@ -31,8 +31,12 @@ _C_KEYWORDS = set("""auto break case char const continue default do double else 
 for goto if inline int long register restrict return short signed sizeof static struct switch
 typedef union unsigned void volatile while _Bool _Complex _Imaginary NAN INFINITY""".split())
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LOCAL = re.compile(r"^(?:[irtb]\d*|jd_.*|gemm_.*|rng_.*|bc_.*|in\d+|out\d+|buf\d+|acc|pa|pb|[ijk]"
-                    r"|err|errlen|dims|ins|outs|in_dims|out_dims|const_\d+)$")
+_LOCAL = re.compile(r"^(?:[irtb]\d*|jd_.*|gemm_.*|rng_.*|bc_.*|in\d+|out\d+|buf\d+|acc\d*|pa|pb|[ijk]|err|errlen"
+                    r"|dims|ins|outs|in_dims|out_dims|const_\d+"
+                    # kernel locals (convolutions, row loops)
+                    r"|[cegpq]|[woxp]\d+|[iko]sz\d+|f0|ob|xp|xv|xb|xrow|wtap|orow\d*|zeros|inner"
+                    r"|batch|cin|cout|cin_g|cout_g|npos|kk|col|crow|rows?|rest|inside|src"
+                    r"|n_rows|n_cols|n_lanes|chunk)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,6 +233,11 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 bitcast.emit_bitcast(w, k, inputs, outs, dim_c)
             elif k.kind == "update":
                 control.emit_update(w, k, inputs, outs[0], dim_c)
+            elif k.kind == "reduce":
+                reductions.emit_reduce(w, k, inputs, outs, dim_c, assume)
+                w("return 0;")
+            elif k.kind == "window":
+                reductions.emit_window(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
             else:
                 emit_kernel(w, k, inputs, outs, dim_c, assume)

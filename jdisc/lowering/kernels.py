@@ -389,7 +389,7 @@ def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
 
 def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
                 dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
-    """The body of a reduce / concat kernel (inside the function braces)."""
+    """The body of a loop / concat kernel (inside the function braces)."""
     r = _Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]
@@ -397,107 +397,10 @@ def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         val = r.load(out, idx)
         w(f"{outputs[0]}[{r.linear(idx, out.shape)}] = {val};")
         close()
-    elif kernel.kind == "reduce":
-        _emit_reduce(w, r, kernel.root, outputs, dim)
     elif kernel.kind == "concat":
         _emit_concat(w, r, kernel.root, outputs[0], dim)
-    elif kernel.kind == "window":
-        _emit_window(w, r, kernel.root, outputs, dim)
     else:
         raise UnsupportedOpError(f"kernel kind {kernel.kind}")
-
-
-def _emit_reduce(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
-    """A reduction (one or several operands, any scalar body) with producers fused in."""
-    n = len(op.results)
-    xs, inits = op.operands[:n], op.operands[n:]
-    x = xs[0]
-    dims = op.attrs["dimensions"]
-    kept = [i for i in range(x.rank) if i not in dims]
-    out = op.results[0]
-    _parallel_outer(w, out, dim)
-    oidx, close_outer = _loop_nest(w, out.shape, dim)
-    r.push()
-    accs = _init_accs(w, r, inits, op.results)
-    ridx, close_inner = _loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
-    r.push()
-    full = [""] * x.rank
-    for k, i in enumerate(kept):
-        full[i] = oidx[k]
-    for k, i in enumerate(dims):
-        full[i] = ridx[k]
-    _combine(w, r, op, accs, [r.load(v, tuple(full)) for v in xs])
-    r.pop()
-    close_inner()
-    _write_accs(w, r, accs, outputs, oidx, out)
-    close_outer()
-
-
-def _init_accs(w: CWriter, r: _Renderer, inits, results) -> list[str]:
-    accs = [f"acc{k}" for k in range(len(results))]
-    for acc, init, res in zip(accs, inits, results):
-        w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
-    return accs
-
-
-def _combine(w: CWriter, r: _Renderer, op: Op, accs: list[str], vals: list[str]) -> None:
-    """acc = reducer(acc, value): a named reducer, or the op's scalar body region."""
-    if op.attrs["reducer"] == "body":
-        for acc, expr in zip(accs, render_body(w, r, op.regions[0], accs + vals)):
-            w(f"{acc} = {expr};")
-    else:
-        w(f"acc0 = {_COMBINE[op.attrs['reducer']]('acc0', vals[0], op.results[0].dtype)};")
-
-
-def _write_accs(w: CWriter, r: _Renderer, accs, outputs, oidx, out: Value) -> None:
-    lin = r.linear(oidx, out.shape)
-    for acc, name in zip(accs, outputs):
-        w(f"{name}[{lin}] = {acc};")
-    r.pop()
-
-
-def _parallel_outer(w: CWriter, out: Value, dim) -> None:
-    """Run the outermost output loop in parallel when the output is large."""
-    if out.rank:
-        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
-          f"if ({dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096)")
-
-
-def _emit_window(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
-    """reduce_window: for each output element, the window's in-bounds elements (padding and
-    base-dilation holes read as the init value, i.e. are skipped)."""
-    n = len(op.results)
-    xs, inits = op.operands[:n], op.operands[n:]
-    x, out = xs[0], op.results[0]
-    a = op.attrs
-    _parallel_outer(w, out, dim)
-    oidx, close_outer = _loop_nest(w, out.shape, dim)
-    r.push()
-    accs = _init_accs(w, r, inits, op.results)
-    widx, close_inner = _loop_nest(w, a["window_dimensions"], dim, prefix="r")
-    conds, sub = [], []
-    for d in range(x.rank):
-        p = (f"({oidx[d]} * {dim(a['window_strides'][d])} + {widx[d]} * "
-             f"{dim(a['window_dilations'][d])} - {dim(a['padding'][2 * d])})")
-        bd = a["base_dilations"][d]
-        plain = (bd == 1 and a["padding"][2 * d] == 0 and a["padding"][2 * d + 1] == 0
-                 and a["window_dilations"][d] == 1)
-        if plain:   # o*s + k <= (out-1)*s + w-1 <= n-1: always inside, no test
-            sub.append(p)
-        else:
-            cond, at = dilated_index(p, bd, dim(x.shape[d]))
-            conds.append(cond)
-            sub.append(at)
-    w(f"if ({' && '.join(f'({c})' for c in conds) or '1'}) {{")
-    w.level += 1
-    r.push()
-    _combine(w, r, op, accs, [r.load(v, tuple(sub)) for v in xs])
-    r.pop()
-    w.level -= 1
-    w("}")
-    close_inner()
-    _write_accs(w, r, accs, outputs, oidx, out)
-    close_outer()
 
 
 def render_body(w: CWriter, r: _Renderer, block, args: list[str]) -> list[str]:

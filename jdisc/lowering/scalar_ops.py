@@ -353,6 +353,12 @@ def c_prelude() -> str:
                      f"{{ return (a != a || a > b) ? a : (b != b ? b : (a == b && !signbit(a)) ? a : b); }}")
         lines.append(f"static inline {ct} jd_fmin_{t}({ct} a, {ct} b) "
                      f"{{ return (a != a || a < b) ? a : (b != b ? b : (a == b && signbit(a)) ? a : b); }}")
+        # a*b + c, fused (one rounding) where the target has a fast fma (convolution kernels)
+        fast = "FP_FAST_FMAF" if t == "f32" else "FP_FAST_FMA"
+        lines.append(f"#ifdef {fast}\nstatic inline {ct} jd_fma_{t}({ct} a, {ct} b, {ct} c) "
+                     f"{{ return fma{'f' if t == 'f32' else ''}(a, b, c); }}\n#else\n"
+                     f"static inline {ct} jd_fma_{t}({ct} a, {ct} b, {ct} c) {{ return a * b + c; }}"
+                     f"\n#endif")
     for t, bits in INT_BITS.items():
         ct = ctype(t)
         lines.extend(_int_bit_prelude(t, bits))
