@@ -35,7 +35,8 @@ _OUTPUT_TAIL_CHARS = 4000
 
 _BASE_CFLAGS = [
     "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native", "-fopenmp",
-    "-Wall", "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
+    "-Wall", "-Werror=return-type", "-Wno-unused-function", "-Wno-unused-variable",
+    "-Wno-unused-but-set-variable",
 ]
 _SANITIZE_CFLAGS = [
     "-O1", "-g", "-fno-omit-frame-pointer",

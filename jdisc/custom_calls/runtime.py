@@ -86,7 +86,7 @@ def _address(arr: np.ndarray) -> int:
     """Data address of a fresh (writable, contiguous) array; a quarter of `.ctypes.data`'s
     cost. Empty arrays are never dereferenced."""
     if not arr.nbytes:
-        return 0
+        return arr.ctypes.data     # numpy's address for an empty array (never read)
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(arr))
     except (ValueError, TypeError):     # a buffer format ctypes does not know (bfloat16)

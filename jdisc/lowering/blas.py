@@ -114,7 +114,7 @@ def emit_trsm(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     diag = "CblasUnit" if op.attrs.get("unit_diagonal") else "CblasNonUnit"
     w(f"const int64_t nb = {dim(_prod(b_val.shape[:-2]))}, rows = {dim(b_val.shape[-2])}, "
       f"cols = {dim(b_val.shape[-1])}, m = {dim(a_val.shape[-1])};")
-    w(f"memcpy({output}, {b}, sizeof({ctype(dt)}) * (size_t)(nb * rows * cols));")
+    w(f"jd_copy({output}, {b}, sizeof({ctype(dt)}) * (size_t)(nb * rows * cols));")
     w("if (nb == 0 || rows == 0 || cols == 0) return 0;")
     with w.block("for (int64_t i = 0; i < nb; i++)"):
         w(f"{BLAS_TRSM[dt]}(CblasRowMajor, {'CblasLeft' if left else 'CblasRight'}, "

@@ -231,8 +231,10 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 w("return 0;")
             elif k.kind == "bitcast":
                 bitcast.emit_bitcast(w, k, inputs, outs, dim_c)
+                w("return 0;")
             elif k.kind == "update":
                 control.emit_update(w, k, inputs, outs[0], dim_c)
+                w("return 0;")
             elif k.kind == "reduce":
                 reductions.emit_reduce(w, k, inputs, outs, dim_c, assume)
                 w("return 0;")
@@ -327,7 +329,7 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                 w(f"jd_profile_seconds[{idx}] += jd_now() - jd_t0;")
         for i, v in enumerate(results):
             if direct.get(v.id) != i:
-                w(f"memcpy(outs[{i}], {buffers[v.id]}, {launcher.buffer_bytes(v, dim_c)});")
+                w(f"jd_copy(outs[{i}], {buffers[v.id]}, {launcher.buffer_bytes(v, dim_c)});")
         w("done:")
         if not region:
             w("jd_arena_put(arena, arena_cached);")

@@ -68,7 +68,7 @@ def _emit_while(w: CWriter, op, buffers, dim, offsets: dict[int, Dim]) -> None:
         nxt = f"scratch + {dim(offsets[i])}" if i in offsets else mine
         how = "swapped each iteration" if i in offsets else "updated in place"
         w(f"cur[{i}] = (void *)({mine}); nxt[{i}] = (void *)({nxt});   /* carried {i}: {how} */")
-        w(f"memcpy(cur[{i}], {buffers[init.id]}, {buffer_bytes(r, dim)});")
+        w(f"jd_copy(cur[{i}], {buffers[init.id]}, {buffer_bytes(r, dim)});")
     for j, c in enumerate(captures):
         w(f"rin[{n + j}] = (void *)({buffers[c.id]});")
     with w.block("for (;;)"):
@@ -88,7 +88,7 @@ def _emit_while(w: CWriter, op, buffers, dim, offsets: dict[int, Dim]) -> None:
     for i, r in enumerate(results):
         if i in offsets:
             w(f"if (cur[{i}] != (void *)({buffers[r.id]})) "
-              f"memcpy({buffers[r.id]}, cur[{i}], {buffer_bytes(r, dim)});")
+              f"jd_copy({buffers[r.id]}, cur[{i}], {buffer_bytes(r, dim)});")
 
 
 def _emit_branches(w: CWriter, op, buffers) -> None:
@@ -137,5 +137,5 @@ def emit_update(w: CWriter, k: Kernel, inputs: dict[int, str], out: str,
         for j in range(r - 2, -1, -1):
             w(f"at += (s{j} + rest % (int64_t)({dim(upd.shape[j])})) * stride; "
               f"rest /= (int64_t)({dim(upd.shape[j])}); stride *= (int64_t)({dim(x.shape[j])});")
-        w(f"memcpy({out} + at, {inputs[upd.id]} + row * (int64_t)({row}), "
+        w(f"jd_copy({out} + at, {inputs[upd.id]} + row * (int64_t)({row}), "
           f"(size_t)({row}) * sizeof(*{out}));")

@@ -33,6 +33,10 @@ static inline int64_t jd_tdiv(int64_t a, int64_t b) {
 static inline int64_t jd_trem(int64_t a, int64_t b) {
   return b == 0 ? a : b == -1 ? 0 : a % b;
 }
+/* memcpy of whole buffers: an empty buffer may have a NULL address (XLA, numpy) */
+static inline void jd_copy(void *dst, const void *src, size_t n) {
+  if (n) memcpy(dst, src, n);
+}
 static int jd_error(char *err, int64_t n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

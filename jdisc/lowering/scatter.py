@@ -22,7 +22,7 @@ def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
     ivd = dn["index_vector_dim"]
     r = _Renderer(w, inputs, dim)
     t = ctype(out.dtype)
-    w(f"memcpy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)({dim(x.num_elements())}));")
+    w(f"jd_copy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)({dim(x.num_elements())}));")
     uidx, close = _loop_nest(w, upd.shape, dim, prefix="u")
     scatter_dims = [d for d in range(upd.rank) if d not in dn["update_window_dims"]]
     sidx = [uidx[d] for d in scatter_dims]
