@@ -42,6 +42,8 @@ class Executable:
         self._local = threading.local()
         lib.jd_set_num_threads.argtypes = [ctypes.c_int]
         lib.jd_set_num_threads(num_threads())
+        lib.jd_set_blas_threads.argtypes = [ctypes.c_int]
+        lib.jd_set_blas_threads(blas_threads())
 
     def _scratch(self) -> "_Scratch":
         """Per-thread reusable argument buffers (calls from several threads never share)."""
@@ -156,6 +158,12 @@ def _device_put():
         except Exception:
             pass
     return _DEVICE_PUT[0]
+
+
+def blas_threads() -> int:
+    """Threads for large GEMMs: OPENBLAS_NUM_THREADS when set, else num_threads()."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else num_threads()
 
 
 def num_threads() -> int:

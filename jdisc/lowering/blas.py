@@ -65,6 +65,7 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
             w("return 0;")
+        w("jd_blas_threads((double)gemm_nb * gemm_m * gemm_n * gemm_k);")
         lda = "gemm_m" if lay.trans_a else "gemm_k"
         ldb = "gemm_k" if lay.trans_b else "gemm_n"
         ta = "CblasTrans" if lay.trans_a else "CblasNoTrans"
@@ -97,6 +98,20 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
 
 
 BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
+
+# OpenBLAS threads a GEMM above ~2^18 multiply-adds; on a shared 2-core machine waking (or
+# waiting for) its second thread cost 2-10x on GEMMs of a few million (measured: the MLP
+# training step at N = 1..77). jdisc gives OpenBLAS one thread below 2^24 (a few ms of work
+# single-threaded) and all of them above. The setting is process-wide: a race with another
+# caller changes speed, never results.
+THREADS_HELPER = """\
+static int jd_blas_nt = -1, jd_blas_max = 1;
+void jd_set_blas_threads(int n) { jd_blas_max = n > 0 ? n : 1; }
+static inline void jd_blas_threads(double work) {
+  const int want = work < 16777216.0 ? 1 : jd_blas_max;
+  if (want != jd_blas_nt) { scipy_openblas_set_num_threads(want); jd_blas_nt = want; }
+}
+"""
 
 
 def emit_trsm(w: CWriter, kernel: Kernel, inputs: list[str], output: str,

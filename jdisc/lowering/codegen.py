@@ -120,7 +120,8 @@ def generate(prog: Program) -> CProgram:
         head(f"#include <{inc}>")
     head()
     source = (head.text() + symbolic.C_PRELUDE + "\n" + c_prelude() + "\n"
-              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + launcher.ARENA + "\n"
+              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
+              + launcher.ARENA + "\n"
               + text + ffi.ffi_handler(prog))
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels))
