@@ -31,7 +31,7 @@ import statistics
 import sys
 import time
 
-import stream   # benchmarks/stream.py: sets JDISC_CACHE_DIR before jdisc is imported
+import stream   # benchmarks/stream.py: jdisc.bench's helpers (cold caches under a temp dir)
 
 import jax
 import jax.numpy as jnp
