@@ -337,8 +337,8 @@ class BenchError(Exception):
 
 def run(opts: argparse.Namespace) -> None:
     """The benchmark for parsed options; BenchError on bad ones (before anything runs)."""
-    n_shapes = opts.shapes or (QUICK["shapes"] if opts.quick else 10)
-    repeats = opts.repeats or (QUICK["repeats"] if opts.quick else 7)
+    n_shapes = opts.shapes if opts.shapes is not None else QUICK["shapes"] if opts.quick else 10
+    repeats = opts.repeats if opts.repeats is not None else QUICK["repeats"] if opts.quick else 7
     if n_shapes < 1 or repeats < 1:
         raise BenchError(f"--shapes and --repeats must be at least 1 (got {n_shapes}, {repeats})")
     if n_shapes > 100:

@@ -34,7 +34,7 @@ from jdisc.api import Compiled, jit, program_of
 from jdisc.custom_calls import prebuilt, runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, dtype_name, numpy_dtype
-from jdisc.errors import ArgumentError, PackageError
+from jdisc.errors import ArgumentError, JdiscError, PackageError
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import LeafSpec, positional_names
 from jdisc.lowering.codegen import CProgram
@@ -56,6 +56,9 @@ class _PackagedCall(Compiled):
         return Compiled._as_array(x, spec)
 
     def run_numpy(self, flat_args: Sequence[Any]) -> list[np.ndarray]:
+        if self.executable is None:
+            raise JdiscError(f"package '{self.exported.name}' was opened for inspection only; "
+                             f"jdisc.load it to run it")
         arrays = [self._as_array(x, spec) for x, spec in zip(flat_args, self.leaves)]
         if self._dropped_named:
             self._check_dropped(arrays)
@@ -66,10 +69,11 @@ class Package:
     """A compiled model with its signature: call it, `save` it, `explain` it.
 
     `library_origin` says where the running library came from: "compiled here" (by export),
-    "package" (the packaged lib.so), or "rebuilt from the packaged C: <why>"."""
+    "package" (the packaged lib.so), "rebuilt from the packaged C: <why>", or "not loaded"
+    (`open_package`: for describing only)."""
 
-    def __init__(self, manifest: dict, members: dict[str, bytes], executable: runtime.Executable,
-                 origin: str, program: Any = None):
+    def __init__(self, manifest: dict, members: dict[str, bytes],
+                 executable: runtime.Executable | None, origin: str, program: Any = None):
         try:
             self.manifest, self.members, self.executable = manifest, members, executable
             self.library_origin = origin
@@ -361,3 +365,10 @@ def load(path: str) -> Package:
         raise PackageError(f"{path}: malformed package ({type(err).__name__}: {err})") from None
     library, origin = prebuilt.load_library(so_bytes, cprog.source, target)
     return Package(manifest, members, runtime.Executable(cprog, library), origin)
+
+
+def open_package(path: str) -> Package:
+    """A package read and verified but not loaded: its library is never mapped, so nothing from
+    it runs (`jdisc inspect`). `describe`, `explain` and `program` work; calling it does not."""
+    manifest, members = package_file.read(path)
+    return Package(manifest, members, None, "not loaded")
