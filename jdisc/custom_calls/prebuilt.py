@@ -37,6 +37,11 @@ def _sanitize_default() -> bool:
 
 def host_target(sanitize: bool | None = None) -> dict:
     """What a library compiled here depends on (recorded in a package's manifest)."""
+    return dict(_host_facts(sanitize),
+                compiler=compiler._compiler_identity(compiler.compiler_command()))
+
+
+def _host_facts(sanitize: bool | None = None) -> dict:
     cpu = compiler._host_cpu()
     model = next((line.partition("=")[2] for line in cpu.splitlines()
                   if line.startswith("model name=")), platform.processor() or "unknown")
@@ -46,7 +51,6 @@ def host_target(sanitize: bool | None = None) -> dict:
         "cpu": model,
         "cpu_fingerprint": hashlib.sha256(cpu.encode()).hexdigest(),
         "libc": f"{libc} {libc_version}".strip(),
-        "compiler": compiler._compiler_identity(compiler.compiler_command()),
         "sanitize": _sanitize_default() if sanitize is None else sanitize,
     }
 
@@ -57,7 +61,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 def target_mismatch(recorded: dict) -> str | None:
     """Why a library built for `recorded` must not be loaded here, or None when it may be."""
-    here = host_target()
+    here = _host_facts()
     for key, what in (("machine", "machine"), ("cpu_fingerprint", "CPU (model or feature flags)"),
                       ("sanitize", "sanitizer build")):
         if recorded.get(key) != here[key]:
