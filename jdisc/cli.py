@@ -167,8 +167,9 @@ def _read_npy(path: str, name: str):
 
 def _one_line(err: BaseException, limit: int = 600) -> str:
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    text = "; ".join(lines[:4]) + (f"; ... ({len(lines) - 4} more lines: -v shows them)"
-                                   if len(lines) > 4 else "")
+    text = "".join(f"{ln}{' ' if ln.endswith(':') else '; '}" for ln in lines[:4]).rstrip("; ")
+    if len(lines) > 4:
+        text += f"; ... ({len(lines) - 4} more lines: -v shows them)"
     if len(text) > limit:
         text = text[:limit] + " ... (-v shows the rest)"
     return text or type(err).__name__
