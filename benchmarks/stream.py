@@ -7,8 +7,8 @@ The same as the installed command `jdisc bench`; the benchmark itself is jdisc/b
 docstring for what is measured and how). benchmarks/control_flow.py uses its helpers from here.
 """
 
-from jdisc.bench import (fresh_cache_dir, geomean, log, machine_info, main,  # noqa: F401
-                         max_abs_diff, timed, warm_up)
+from jdisc.bench import (add_run_arguments, fresh_cache_dir, geomean, log,  # noqa: F401
+                         machine_info, machine_line, main, max_abs_diff, timed, warm_up)
 
 if __name__ == "__main__":
     main()

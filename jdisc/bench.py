@@ -93,6 +93,13 @@ def machine_info() -> dict:
             "env": env, "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
+def machine_line(m: dict) -> str:
+    """The first line of a benchmark's output: what `machine_info` found."""
+    return (f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
+            f"jaxlib {m['jaxlib']}, jdisc {m['jdisc']}; {m['date']}"
+            + "".join(f"; {k}={v}" for k, v in m["env"].items()))
+
+
 def timed(fn, args) -> tuple[float, object]:
     """Wall seconds of `fn(*args)` including `block_until_ready` on its outputs."""
     t0 = time.perf_counter()
@@ -318,17 +325,21 @@ def print_table(name: str, res: dict) -> None:
           f"   (jdisc compiles {st['jdisc_compiles']})")
 
 
+def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str) -> None:
+    """--shapes, --repeats, --quick, --json, --seed (benchmarks/control_flow.py has them too)."""
+    p.add_argument("--shapes", type=int, help=f"distinct {shapes} shapes (default 10; quick 4)")
+    p.add_argument("--repeats", type=int, help="timed calls per measurement (default 7; quick 3)")
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--json", metavar="OUT.json", help="write every number here")
+    p.add_argument("--seed", type=int, default=0)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workloads", default="W1,W2,W3,W4", help="comma-separated, e.g. W1,W3")
-    p.add_argument("--shapes", type=int, help="distinct (B, S) shapes (default 10; quick 4)")
-    p.add_argument("--repeats", type=int, help="timed calls per shape (default 7; quick 3)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"the README's main job: {QUICK['shapes']} shapes, {QUICK['repeats']} "
-                        f"repeats, B*S <= {QUICK['max_tokens']}")
-    p.add_argument("--json", metavar="OUT.json", help="write every number here")
+    add_run_arguments(p, "(B, S)", f"the README's main job: {QUICK['shapes']} shapes, "
+                                   f"{QUICK['repeats']} repeats, B*S <= {QUICK['max_tokens']}")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw latency against shape for jdisc and XLA (needs matplotlib)")
-    p.add_argument("--seed", type=int, default=0)
 
 
 class BenchError(Exception):
@@ -365,9 +376,7 @@ def run(opts: argparse.Namespace) -> None:
             f"{len(shapes)} shape(s)")
         results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed, blas)
     m = machine
-    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
-          f"jaxlib {m['jaxlib']}, jdisc {m['jdisc']}; {m['date']}"
-          + "".join(f"; {k}={v}" for k, v in m["env"].items()))
+    print(machine_line(m))
     print(f"shapes (B x S, seed {opts.seed}): {shapes}; {repeats} interleaved repeats, medians; "
           f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
           f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
