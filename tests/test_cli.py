@@ -70,6 +70,16 @@ def test_version_and_usage_errors():
     assert bad.returncode == 2 and "invalid choice: 'frob'" in bad.stderr
 
 
+def test_console_script_is_registered():
+    import tomllib
+    from jdisc import cli
+    from subprocess_support import REPO
+    with open(REPO / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert project["scripts"]["jdisc"] == "jdisc.cli:main" and callable(cli.main)
+    assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["plot"])
+
+
 def test_compile_run_inspect(files, tmp_path):
     d, a, b = files
     proc = run_jdisc("compile", d / "add.mlir", "-o", tmp_path / "m.jdisc")

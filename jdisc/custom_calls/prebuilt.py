@@ -78,6 +78,8 @@ def target_mismatch(recorded: dict) -> str | None:
 def _dlopen_bytes(data: bytes, digest: str) -> ctypes.CDLL:
     runtime.loader_environment()
     _preload_blas()
+    if not hasattr(os, "memfd_create"):
+        raise OSError("this platform has no memfd_create to load a library from memory")
     fd = os.memfd_create(f"jdisc-{digest[:16]}.so", os.MFD_CLOEXEC)
     try:
         view = memoryview(data)
