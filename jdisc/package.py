@@ -114,9 +114,7 @@ class Package:
         missing = [n for n in self.input_names if n not in given]
         if missing:
             raise ArgumentError(f"'{self.name}' needs input(s) {missing} as well")
-        flat = [self._baked[i] if spec["baked"] else given[spec["name"]]
-                for i, spec in enumerate(self._inputs)]
-        return dict(zip(self.output_names, self._call.run_numpy(flat)))
+        return dict(zip(self.output_names, self._call.run_numpy(self._with_baked(given))))
 
     def _flatten(self, args: tuple) -> list:
         free = [a for a in self._args if not a["baked"]]
@@ -130,6 +128,10 @@ class Package:
         if list(given) != self.input_names:
             raise ArgumentError(f"'{self.name}' was exported for array leaves "
                                 f"{self.input_names}, got {list(given)}")
+        return self._with_baked(given)
+
+    def _with_baked(self, given: dict[str, Any]) -> list:
+        """Every flat input in order: the given ones by name, the baked ones from the package."""
         return [self._baked[i] if spec["baked"] else given[spec["name"]]
                 for i, spec in enumerate(self._inputs)]
 
