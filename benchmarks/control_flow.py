@@ -31,7 +31,7 @@ import statistics
 import sys
 import time
 
-import stream   # benchmarks/stream.py: sets JDISC_CACHE_DIR before jdisc is imported
+import stream   # benchmarks/stream.py: jdisc.bench's helpers (cold caches under a temp dir)
 
 import jax
 import jax.numpy as jnp
@@ -237,13 +237,8 @@ def print_loop(res: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", type=int, help="distinct LSTM (T, B) shapes (default 10; quick 4)")
-    p.add_argument("--repeats", type=int, help="timed calls per point (default 7; quick 3)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"{QUICK['shapes']} shapes, {QUICK['repeats']} repeats, T <= "
-                        f"{QUICK['max_t']}, loop n <= {QUICK['max_n']}")
-    p.add_argument("--json", metavar="OUT.json", help="write every number here")
-    p.add_argument("--seed", type=int, default=0)
+    stream.add_run_arguments(p, "LSTM (T, B)", f"{QUICK['shapes']} shapes, {QUICK['repeats']} "
+                             f"repeats, T <= {QUICK['max_t']}, loop n <= {QUICK['max_n']}")
     p.add_argument("--skip-lstm", action="store_true")
     p.add_argument("--skip-loop", action="store_true")
     opts = p.parse_args(argv)
@@ -261,9 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     if not opts.skip_loop:
         results["loop"] = bench_loop(trips, repeats)
     m = machine
-    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
-          f"jaxlib {m['jaxlib']}, jdisc {m['jdisc']}; {m['date']}"
-          + "".join(f"; {k}={v}" for k, v in m["env"].items()))
+    print(stream.machine_line(m))
     print(f"LSTM shapes (T x B, seed {opts.seed}): {shapes}; loop n: {trips}; {repeats} "
           f"interleaved repeats, medians; ratio = jdisc / xla (lower is better for jdisc); XLA "
           f"compile = jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid "

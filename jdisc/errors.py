@@ -32,3 +32,8 @@ class CompileError(JdiscError, RuntimeError):
 
 class RuntimeCheckError(JdiscError, RuntimeError):
     """The compiled program stopped on a check it makes at run time (e.g. BLAS size limits)."""
+
+
+class PackageError(JdiscError, ValueError):
+    """A package file is not one jdisc can use: truncated, a member whose SHA-256 does not match
+    the manifest, or written by an incompatible jdisc. Nothing from it has been executed."""

@@ -45,3 +45,56 @@ def _kernel_lines(prog: Program, indent: str) -> list[str]:
                          f"{sub.memory.arena_bytes} bytes")
             lines.extend(_kernel_lines(sub, indent + "      "))
     return lines
+
+
+def fused_graph_dot(prog: Program) -> str:
+    """The kernel graph as Graphviz DOT: inputs, kernels (with the ops each fuses), outputs, and
+    the buffers between them (`jdisc inspect --dot`; render with `dot -Tsvg`)."""
+    lines = [f"digraph {_dot_str(prog.name)} {{", "  rankdir=TB;",
+             "  node [fontname=\"monospace\", fontsize=10];"]
+    made: dict[int, str] = {}        # value id -> node that produces it
+    for i, (param, spec) in enumerate(zip(prog.body.params, prog.inputs)):
+        made[param.id] = f"in{i}"
+        lines.append(f"  in{i} [shape=box, style=filled, fillcolor=\"#dde8f5\", "
+                     f"label={_dot_str(spec.name + chr(10) + _type(spec))}];")
+    for j, k in enumerate(prog.kernels):
+        ops = [op.name for op in k.ops if op.name != "constant"]
+        regions = sum(len(op.programs) for op in k.ops)
+        label = "\n".join([k.name, f"[{k.kind}]" + (f" {regions} region(s)" if regions else "")]
+                          + _wrap(ops))
+        lines.append(f"  k{j} [shape=box, style=rounded, label={_dot_str(label)}];")
+        for v in k.inputs:
+            src = made.get(v.id)
+            if src is None and v.producer is not None:       # a constant buffer
+                src = made[v.id] = f"v{v.id}"
+                lines.append(f"  {src} [shape=note, label={_dot_str(v.producer.name)}];")
+            if src is not None:
+                lines.append(f"  {src} -> k{j} [label={_dot_str(v.type_str())}, fontsize=8];")
+        for v in k.outputs:
+            made[v.id] = f"k{j}"
+    for i, (v, spec) in enumerate(zip(prog.body.results, prog.outputs)):
+        lines.append(f"  out{i} [shape=box, style=filled, fillcolor=\"#e2f0d9\", "
+                     f"label={_dot_str(spec.name + chr(10) + _type(spec))}];")
+        if v.id in made:
+            lines.append(f"  {made[v.id]} -> out{i};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _type(spec) -> str:
+    return f"{spec.dtype}[{', '.join(map(str, spec.shape))}]"
+
+
+def _wrap(names: list[str], width: int = 40) -> list[str]:
+    rows, row = [], ""
+    for n in names:
+        if row and len(row) + len(n) + 2 > width:
+            rows.append(row + ",")
+            row = n
+        else:
+            row = f"{row}, {n}" if row else n
+    return rows + ([row] if row else [])
+
+
+def _dot_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

@@ -179,6 +179,12 @@ def num_threads() -> int:
 
 
 def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
+    loader_environment()
+    return Executable(cprog, build(cprog.source, sanitize=sanitize))
+
+
+def loader_environment() -> None:
+    """Settings libgomp and OpenBLAS read when they load: call before loading a library."""
     # Kernels share the cores with OpenBLAS's threads: OpenMP threads that spin while idle
     # would steal them. Read by libgomp when the first jdisc library loads it.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -187,4 +193,3 @@ def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
     # a spinning thread (measured: LSTM T=200 B=8 at 8.1 ms instead of 1.9 ms on a busy
     # 2-core machine). 2^4 cycles: idle workers sleep at once. Read when OpenBLAS loads.
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
-    return Executable(cprog, build(cprog.source, sanitize=sanitize))
