@@ -187,6 +187,31 @@ def _kernel_params(k: Kernel) -> tuple[list[str], dict[int, str], list[str]]:
     return params, inputs, outs
 
 
+def _operands(k: Kernel, inputs: dict[int, str]) -> list[str]:
+    return [inputs[v.id] for v in k.root.operands]
+
+
+# kernel kind -> (emitter(w, kernel, inputs, outputs, assumed equalities, sort comparator),
+#                 whether the emitted body returns its own status)
+_EMITTERS = {
+    "dot": (lambda w, k, i, o, a, l: blas.emit_dot(w, k, _operands(k, i), o[0], dim_c), False),
+    "solve": (lambda w, k, i, o, a, l: blas.emit_trsm(w, k, _operands(k, i), o[0], dim_c), False),
+    "conv": (lambda w, k, i, o, a, l: conv.emit_conv(w, k, _operands(k, i), o[0], dim_c), True),
+    "stitch": (lambda w, k, i, o, a, l: stitch.emit_stitch(w, k, i, o, dim_c, a), True),
+    "loop": (lambda w, k, i, o, a, l: stitch.emit_loop(w, k, i, o, dim_c, a), False),
+    "selscatter": (lambda w, k, i, o, a, l: scatter.emit_select_and_scatter(w, k, i, o, dim_c),
+                   False),
+    "scatter": (lambda w, k, i, o, a, l: scatter.emit_scatter(w, k, i, o, dim_c), False),
+    "sort": (lambda w, k, i, o, a, l: sort.emit_sort(w, k, i, o, dim_c, l), True),
+    "rng": (lambda w, k, i, o, a, l: rng.emit_rng_bit_generator(w, k, i, o, dim_c), False),
+    "bitcast": (lambda w, k, i, o, a, l: bitcast.emit_bitcast(w, k, i, o, dim_c), False),
+    "update": (lambda w, k, i, o, a, l: control.emit_update(w, k, i, o[0], dim_c), False),
+    "reduce": (lambda w, k, i, o, a, l: reductions.emit_reduce(w, k, i, o, dim_c, a), False),
+    "window": (lambda w, k, i, o, a, l: reductions.emit_window(w, k, i, o, dim_c, a), False),
+}
+_DEFAULT_EMITTER = (lambda w, k, i, o, a, l: emit_kernel(w, k, i, o, dim_c, a), False)
+
+
 def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
     """The kernel's C function(s): one per speculative version."""
     guards = speculation_guards(k) if k.kind in ("loop", "stitch", "reduce", "concat") else []
@@ -206,44 +231,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 w(f" *   stablehlo.{op.name} at {op.loc}")
         w(" */")
         with w.block(f"static int {fname}({', '.join(params)})"):
-            if k.kind == "dot":
-                blas.emit_dot(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
-                w("return 0;")
-            elif k.kind == "stitch":
-                stitch.emit_stitch(w, k, inputs, outs, dim_c, assume)
-            elif k.kind == "loop":
-                stitch.emit_loop(w, k, inputs, outs, dim_c, assume)
-                w("return 0;")
-            elif k.kind == "selscatter":
-                scatter.emit_select_and_scatter(w, k, inputs, outs, dim_c)
-                w("return 0;")
-            elif k.kind == "scatter":
-                scatter.emit_scatter(w, k, inputs, outs, dim_c)
-                w("return 0;")
-            elif k.kind == "conv":
-                conv.emit_conv(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
-            elif k.kind == "solve":
-                blas.emit_trsm(w, k, [inputs[v.id] for v in k.root.operands], outs[0], dim_c)
-                w("return 0;")
-            elif k.kind == "sort":
-                sort.emit_sort(w, k, inputs, outs, dim_c, less)
-            elif k.kind == "rng":
-                rng.emit_rng_bit_generator(w, k, inputs, outs, dim_c)
-                w("return 0;")
-            elif k.kind == "bitcast":
-                bitcast.emit_bitcast(w, k, inputs, outs, dim_c)
-                w("return 0;")
-            elif k.kind == "update":
-                control.emit_update(w, k, inputs, outs[0], dim_c)
-                w("return 0;")
-            elif k.kind == "reduce":
-                reductions.emit_reduce(w, k, inputs, outs, dim_c, assume)
-                w("return 0;")
-            elif k.kind == "window":
-                reductions.emit_window(w, k, inputs, outs, dim_c, assume)
-                w("return 0;")
-            else:
-                emit_kernel(w, k, inputs, outs, dim_c, assume)
+            emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
+            emit(w, k, inputs, outs, assume, less)
+            if not returns:     # emitters that cannot fail end with success
                 w("return 0;")
         w()
     return k.name
