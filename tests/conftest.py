@@ -40,3 +40,18 @@ def assert_close(got, want, tol, what=""):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=()):
+    """jdisc.jit(fn) against jax.jit(fn) at each size (one compile for all); returns the jdisc
+    function and the last arguments."""
+    import jax
+    import jdisc
+    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
+    args = None
+    for n in sizes:
+        args = make_args(n)
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, f"n={n}"),
+                               jf(*args), jax.jit(fn)(*args))
+    assert jf.stats()["compiles"] == 1
+    return jf, args

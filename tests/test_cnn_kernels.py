@@ -9,17 +9,11 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import assert_close
+from conftest import assert_close, check_against_jax
 
 
 def check(fn, dynamic_axes, make_args, sizes, tol, constraints=()):
-    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
-    for n in sizes:
-        args = make_args(n)
-        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, f"n={n}"),
-                               jf(*args), jax.jit(fn)(*args))
-    assert jf.stats()["compiles"] == 1
-    return jf, args
+    return check_against_jax(fn, dynamic_axes, make_args, sizes, tol, constraints)
 
 
 def _kernels(jf, args) -> str:
