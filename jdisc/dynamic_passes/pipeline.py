@@ -96,7 +96,8 @@ def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
         prog = p(prog)
         if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
             verify(prog)
-        dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), dump_as or prog.name)
+        if dump_dir() is not None:
+            dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), dump_as or prog.name)
     return prog
 
 
@@ -104,10 +105,13 @@ def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw
     """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes."""
     ctx = mlir_import.make_context()
     mod = mlir_import.parse_module(module, ctx)
-    dump("00_stablehlo.mlir", str(mod), name)
+    if dump_dir() is not None:
+        dump("00_stablehlo.mlir", str(mod), name)
     mlir_import.run_mlir_pipeline(mod)
-    dump("00_stablehlo_clean.mlir", str(mod), name)
+    if dump_dir() is not None:
+        dump("00_stablehlo_clean.mlir", str(mod), name)
     with ctx:
         prog = mlir_import.import_module(mod, name, **import_kw)
-    dump("00_imported.txt", format_program(prog), name)
+    if dump_dir() is not None:
+        dump("00_imported.txt", format_program(prog), name)
     return run_passes(prog)

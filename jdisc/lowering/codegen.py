@@ -23,7 +23,7 @@ from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reducti
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
-from jdisc.lowering.kernels import emit_kernel, kernel_dim_vars, speculation_guards
+from jdisc.lowering.kernels import deep_recursion, emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.scalar_ops import c_prelude
 from jdisc.version import __version__
 
@@ -72,6 +72,11 @@ def programs(prog: Program) -> list[Program]:
 
 
 def generate(prog: Program) -> CProgram:
+    with deep_recursion(sum(len(p.body.ops) for p in programs(prog))):
+        return _generate(prog)
+
+
+def _generate(prog: Program) -> CProgram:
     body = CWriter()
     buffers: dict[int, str] = {}          # value id -> C expression of its base pointer
     number = _local_numbers(prog)         # value id -> stable per-program number

@@ -9,7 +9,9 @@ plan. Every loop bound and every buffer extent comes from the symbolic shapes.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 from typing import Callable, Sequence
 
 from jdisc.dynamic_passes import symbolic
@@ -36,6 +38,19 @@ def kernel_dim_vars(kernel: Kernel) -> list[str]:
             for d in op.attrs.get(key) or ():
                 names |= symbolic.variables(d)
     return sorted(names)
+
+
+@contextlib.contextmanager
+def deep_recursion(depth: int):
+    """Room for rendering a kernel whose dataflow is `depth` ops deep: the renderer recurses
+    from a value to its operands (a few Python frames per op; in CPython >= 3.11 these use no
+    C stack). The previous limit is restored afterwards."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 8 * depth + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class _Renderer:
@@ -108,6 +123,17 @@ class _Renderer:
         return self._render(v, idx)
 
     def _render(self, v: Value, idx: Index) -> str:
+        """v at idx, rendered once per scope: a value that several consumers read at the same
+        index (a DAG with shared subvalues) is looked up before its operands are visited, so
+        rendering is linear in the kernel's size, not in the number of paths through it."""
+        key = (v.id, idx)
+        found = self._lookup(key)
+        if found is None:
+            found = self._render_new(v, idx)
+            self.scopes[-1].setdefault(key, found)
+        return found
+
+    def _render_new(self, v: Value, idx: Index) -> str:
         if v.id in self.inputs:
             return self.temp((v.id, idx), ctype(v.dtype),
                              f"{self.inputs[v.id]}[{self.linear(idx, v.shape)}]")
