@@ -1,0 +1,112 @@
+"""Helpers for the model zoo: run a real model under jdisc at several shapes, check that one jdisc
+compile serves them all and that no XLA compile happens during the jdisc calls, then compare
+every output leaf with jax.jit of the same function at the same shapes.
+
+Each test builds its model with random weights from a tiny config (nothing is downloaded), turns
+it into a pure function `fn(params, *inputs)` and calls `check_model`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.monitoring
+import numpy as np
+
+import jdisc
+from conftest import assert_close
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+class XlaCompileCounter:
+    """Counts XLA backend compiles reported through jax.monitoring while enabled (the same
+    instrument as tests/test_compile_once.py; one listener for the whole zoo)."""
+
+    def __init__(self):
+        self.count = 0
+        self.enabled = False
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event, duration, **kwargs):
+        if self.enabled and event == _BACKEND_COMPILE:
+            self.count += 1
+
+    @contextlib.contextmanager
+    def counting(self):
+        """Yields a one-element list that holds, on exit, the XLA compiles seen inside."""
+        seen = [0]
+        before, self.enabled = self.count, True
+        try:
+            yield seen
+        finally:
+            self.enabled = False
+            seen[0] = self.count - before
+
+
+XLA_COMPILES = XlaCompileCounter()
+
+
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % k for k in range(2, int(n ** 0.5) + 1))
+
+
+def check_shape_plan(shapes: list[dict]) -> None:
+    """Every dynamic dim takes three or more values, among them 1 and a prime."""
+    for name in shapes[0]:
+        values = {s[name] for s in shapes}
+        assert len(values) >= 3 and 1 in values and any(map(_is_prime, values)), \
+            f"dim {name!r} takes {sorted(values)}: want >= 3 values including 1 and a prime"
+
+
+def to_numpy(tree):
+    """Host copies of every leaf, so that the calls under test start from plain arrays."""
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), what=None):
+    """jdisc.jit(fn) against jax.jit(fn) at each shape in `shapes` (dicts of dim values, passed to
+    `make_args(**shape)`), with exactly one jdisc compile and no XLA compile during the jdisc calls.
+
+    All arguments are made before counting starts (making them may run XLA). Returns the jdisc
+    function so that a test can inspect it further."""
+    check_shape_plan(shapes)
+    what = what or getattr(fn, "__name__", "model")
+    arg_sets = [make_args(**s) for s in shapes]
+    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
+    outs = []
+    with XLA_COMPILES.counting() as seen:
+        for args in arg_sets:
+            outs.append(to_numpy(jf(*args)))
+    assert seen[0] == 0, f"{what}: {seen[0]} XLA compiles during the jdisc calls"
+    assert jf.stats()["compiles"] == 1, f"{what}: {jf.stats()}"
+    ref = jax.jit(fn)
+    for shape, args, got in zip(shapes, arg_sets, outs):
+        want = to_numpy(ref(*args))
+        where = f"{what} at {shape}"
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, where), got, want)
+    return jf
+
+
+def normal(rng, *shape, scale=1.0, dtype=np.float32):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def lengths(rng, batch: int, seq: int) -> np.ndarray:
+    """Valid lengths per row for a padding mask: row 0 is full, the others random in [1, seq]."""
+    out = rng.integers(1, seq + 1, size=batch)
+    out[0] = seq
+    return out
+
+
+def padding_mask(rng, batch: int, seq: int) -> np.ndarray:
+    """[batch, seq] int32 mask, 1 for real tokens then 0 for padding (each row >= 1 real)."""
+    return (np.arange(seq)[None, :] < lengths(rng, batch, seq)[:, None]).astype(np.int32)
+
+
+# Standard shape plans: every dim takes 1, a prime and one more value.
+BATCH_ONLY = [dict(B=1), dict(B=3), dict(B=7)]
+BATCH_SEQ = [dict(B=1, S=7), dict(B=2, S=1), dict(B=3, S=5)]
+BATCH_HW = [dict(B=1, H=7, W=5), dict(B=2, H=1, W=1), dict(B=3, H=5, W=11)]
