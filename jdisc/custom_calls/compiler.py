@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from jdisc.custom_calls.probe import workaround_flags
 from jdisc.errors import CompileError
 from jdisc.version import __version__
 
@@ -83,6 +84,9 @@ def _flag_parts(sanitize: bool) -> tuple[list[str], list[str]]:
     if sanitize:
         i = cflags.index("-O3")
         cflags[i:i + 1] = _SANITIZE_CFLAGS
+    compiler = compiler_command()
+    cflags += workaround_flags(compiler, cflags, _compiler_identity(compiler), _host_cpu(),
+                               cache_dir())
     cflags += ["-I", scipy_openblas32.get_include_dir(), "-I", _xla_ffi_include_dir()]
     libdir = scipy_openblas32.get_lib_dir()
     ldflags = [

@@ -1,0 +1,103 @@
+"""Probes of the C compiler for known miscompilations, and the flags that avoid them.
+
+GCC 12.2 (Debian 12's compiler) with -O3 on AVX/AVX2 targets vectorises a loop whose body is
+unrolled over several vectors' worth of lanes (jdisc's 16-lane reductions) and contains a
+conditional load (`if (m[i]) t = a[i]`, or a select whose load GCC sinks into the branch) into
+masked loads that all use the FIRST vector's mask. Lanes past the first vector then read zeros:
+`jnp.sum(jnp.where(eye, a, 0), 1)` lost the diagonal for rows 4..15. Masked loads are only made
+by GCC's loop if-conversion, so `-fno-tree-loop-if-convert` avoids the bug (at some cost in
+vectorisation of loops with branches).
+
+Rather than trusting a version number, jdisc compiles a small program shaped like its own lane
+loops with the flags it uses and runs it; if the answer is wrong, the workaround flag is added.
+The verdict is kept per compiler and CPU in the cache directory, so the probe runs once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+
+# Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
+_MASKED_LOAD_LANES = r"""
+#include <stdint.h>
+#include <stdio.h>
+__attribute__((noinline)) static void lanes(int64_t n, const int32_t *restrict m,
+                                            const float *restrict a, float *restrict out) {
+  float acc[16];
+  for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+  for (int64_t c = 0; c + 16 <= n; c += 16) {
+    for (int64_t l = 0; l < 16; l++) {
+      float t = 0.0f;
+      if (m[c + l]) t = a[c + l];
+      acc[l] = acc[l] + t;
+    }
+  }
+  for (int l = 0; l < 16; l++) out[l] = acc[l];
+}
+int main(int argc, char **argv) {
+  (void)argv;
+  int32_t m[64];
+  float a[64], out[16], want[16] = {0};
+  for (int i = 0; i < 64; i++) {
+    m[i] = (i % 5 == argc - 1);
+    a[i] = (float)i;
+    if (m[i]) want[i % 16] += a[i];
+  }
+  lanes(64, m, a, out);
+  for (int l = 0; l < 16; l++)
+    if (out[l] != want[l]) { printf("wrong\n"); return 0; }
+  printf("ok\n");
+  return 0;
+}
+"""
+
+PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, ["-fno-tree-loop-if-convert"])]
+
+_verdicts: dict[tuple, list[str]] = {}
+
+
+def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host: str,
+                     cache_root: str) -> list[str]:
+    """Extra flags this compiler needs with these flags on this CPU (usually none)."""
+    key = (tuple(compiler), tuple(cflags), identity, host)
+    if key in _verdicts:
+        return _verdicts[key]
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+    path = os.path.join(cache_root, "probes", digest + ".json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            flags = json.load(f)["flags"]
+    except (OSError, ValueError, KeyError, TypeError):
+        flags = _run_probes(compiler, cflags)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"compiler": identity, "flags": flags}, f)
+        os.replace(tmp, path)
+    _verdicts[key] = flags
+    return flags
+
+
+def _run_probes(compiler: list[str], cflags: list[str]) -> list[str]:
+    # only code-generation flags matter; -shared/-fPIC would make the probe a library
+    flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
+    extra: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="jdisc-probe-") as tmp:
+        for name, source, fix in PROBES:
+            c_path, exe = os.path.join(tmp, name + ".c"), os.path.join(tmp, name)
+            with open(c_path, "w", encoding="utf-8") as f:
+                f.write(source)
+            try:
+                built = subprocess.run([*compiler, *flags, c_path, "-o", exe],
+                                       capture_output=True, timeout=120).returncode == 0
+                out = subprocess.run([exe], capture_output=True, text=True,
+                                     timeout=60).stdout.strip() if built else "ok"
+            except (OSError, subprocess.TimeoutExpired):
+                out = "ok"   # a compiler that cannot build the probe fails loudly later
+            if out != "ok":
+                extra += fix
+    return extra
