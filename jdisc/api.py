@@ -19,8 +19,11 @@ import numpy as np
 from jdisc import interop
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import dtype_name
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
-from jdisc.errors import ArgumentError, DtypeError, JdiscError, ShapeError, UnsupportedOpError
+from jdisc.dynamic_passes.supported import dtype_problem
+from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
+                          UnsupportedOpError, compile_stage)
 from jdisc.export.exporter import ExportedFunction, export_function
 from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
                                 positional_names)
@@ -72,6 +75,9 @@ class Compiled:
         if isinstance(x, jax.Array) and x.dtype == spec.dtype and x.ndim == len(spec.shape):
             return np.asarray(x)      # the common case: a CPU jax.Array, read in place
         if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+            if isinstance(x, complex) and spec.dtype.kind != "c":
+                raise DtypeError(f"argument '{spec.name}' is the complex number {x} but the "
+                                 f"function was compiled for {spec.dtype}")
             arr = np.asarray(x, dtype=spec.dtype)    # weakly typed Python scalar
         else:
             arr = np.asarray(x)
@@ -130,8 +136,30 @@ def _cpu_pointer(x: Any, spec) -> int | None:
 class _XlaFallback:
     """What a jdisc.jit(..., fallback="xla") function runs when jdisc cannot compile it."""
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, reason: JdiscError):
         self.fn = fn
+        self.reason = reason
+
+
+def fallback_warning(name: str, err: JdiscError) -> str:
+    """The warning a fallback="xla" function gives when it runs with jax.jit instead."""
+    why = ("jdisc does not support what it uses" if isinstance(err, UnsupportedOpError) else
+           "jdisc failed to compile it (CompileError)")
+    return f"jdisc: running {name} with jax.jit instead (fallback='xla'): {why}: {err}"
+
+
+def check_input_dtypes(leaves, name: str) -> None:
+    """UnsupportedOpError naming every input leaf of an element type jdisc cannot compile."""
+    bad = []
+    for leaf in leaves:
+        try:
+            dtype_name(leaf.dtype)
+        except KeyError:
+            why = dtype_problem(np.dtype(leaf.dtype).name) or "not supported"
+            bad.append(f"  argument '{leaf.name}' has dtype {np.dtype(leaf.dtype).name}: {why}")
+    if bad:
+        raise UnsupportedOpError(f"jdisc cannot compile '{name}' for these inputs:\n"
+                                 + "\n".join(bad))
 
 
 def _describe(spec) -> str:
@@ -158,9 +186,18 @@ def lower_to_ir(fun: Callable, *args, dynamic_axes: Any = None, constraints: Seq
 def compile_exported(exported: ExportedFunction):
     """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
     prog = program_of(exported)
-    cprog = generate(prog)
+    cprog, executable = build(prog)
+    return prog, cprog, executable
+
+
+def build(prog) -> tuple:
+    """IR after every pass -> C -> loaded library: (CProgram, runtime.Executable)."""
+    with compile_stage(f"the C generation for '{prog.name}'"):
+        cprog = generate(prog)
     dump("kernels.c", cprog.source, prog.name)
-    return prog, cprog, runtime.load(cprog)
+    with compile_stage(f"the C compiler driver for '{prog.name}'"):
+        executable = runtime.load(cprog)
+    return cprog, executable
 
 
 class JdiscFunction:
@@ -276,7 +313,10 @@ class JdiscFunction:
         entries = self._dynamic_axes_for(n_args, dyn_names)
         leaves, in_tree = leaf_specs(dynamic, entries, dyn_names)
         check_shared_names(leaves)
-        exported = export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
+        check_input_dtypes(leaves, self.__name__)
+        with compile_stage(f"the export of '{self.__name__}'"):
+            exported = export_function(fun, leaves, in_tree, self.constraints,
+                                       name=self.__name__)
         prog, cprog, executable = compile_exported(exported)
         self._stats["compiles"] += 1
         self._stats["cache_hits"] += int(executable.library.cache_hit)
@@ -294,12 +334,11 @@ class JdiscFunction:
                 if entry is None:
                     try:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun)
-                    except UnsupportedOpError as err:
+                    except (UnsupportedOpError, CompileError) as err:
                         if self.fallback != "xla":
                             raise
-                        warnings.warn(f"jdisc: running {self.__name__} with jax.jit instead "
-                                      f"(fallback='xla'): {err}", stacklevel=3)
-                        entry = _XlaFallback(jax.jit(fun))
+                        warnings.warn(fallback_warning(self.__name__, err), stacklevel=3)
+                        entry = _XlaFallback(jax.jit(fun), err)
                         self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
                     self._compiled[key] = entry
         return entry, dynamic
@@ -328,12 +367,18 @@ class JdiscFunction:
         """What jdisc made of the function for arguments like these: each kernel (name, kind,
         fused StableHLO ops with source lines), the run-time checks, and the memory plan."""
         from jdisc.explain import explain_program
-        return explain_program(self.compiled_for(*args, **kwargs).program)
+        entry = self.compiled_for(*args, **kwargs)
+        if isinstance(entry, _XlaFallback):
+            return f"{self.__name__} runs with jax.jit (fallback='xla'): {entry.reason}\n"
+        return explain_program(entry.program)
 
     def profile(self, *args, **kwargs) -> dict[str, float]:
         """Seconds spent in each kernel so far, when compiled with JDISC_PROFILE=1."""
         import ctypes
         entry = self.compiled_for(*args, **kwargs)
+        if isinstance(entry, _XlaFallback):
+            raise JdiscError(f"{self.__name__} runs with jax.jit (fallback='xla'); there are "
+                             f"no jdisc kernels to profile")
         lib = entry.executable.library.handle
         if not hasattr(lib, "jd_profile"):
             raise JdiscError("compile with JDISC_PROFILE=1 set to profile kernels")
@@ -367,8 +412,10 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
     those), or a dict keyed by parameter name. Axes that share a name must be equal.
     `constraints`: jax.export constraint strings such as `"seq % 8 == 0"`.
-    `fallback="xla"`: if jdisc cannot compile the function (UnsupportedOpError), warn once and
-    run it with `jax.jit` instead (which compiles per shape).
+    `fallback="xla"`: if jdisc cannot compile the function (UnsupportedOpError, or a
+    CompileError: the C compiler failed, or an internal error in jdisc), warn once and run it
+    with `jax.jit` instead (which compiles per shape). Errors in the arguments (ArgumentError,
+    DtypeError, ShapeError) never fall back.
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)

@@ -8,7 +8,8 @@
 
 Exit status: 0 on success; 1 on bad input (a missing or damaged file, a wrong input name, dtype or
 shape, a module jdisc cannot compile), with one line `jdisc CMD: error: REASON` on stderr (`-v`
-prints the whole message and the traceback); 2 on bad usage (argparse's message).
+prints the whole message and the traceback), and 1 on an internal error (a bug in jdisc: one line
+`jdisc CMD: internal error ...`); 2 on bad usage (argparse's message).
 """
 
 from __future__ import annotations
@@ -243,4 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"jdisc {opts.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:    # a bug in jdisc: say so, in one line unless -v
+        if opts.verbose:
+            traceback.print_exc()
+        print(f"jdisc {opts.command}: internal error (a bug in jdisc; -v shows the traceback): "
+              f"{type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+        return 1
     return 0

@@ -1,7 +1,9 @@
 """`jdisc.compile_stablehlo`: compile a StableHLO module (text, bytecode or portable artifact).
 
 Each `?` dim of input i, axis j is its own dimension variable `d{i}_{j}` unless the program ties
-them (its shape assertions and equalities become launcher checks).
+them (its shape assertions and equalities become launcher checks). A module that does not parse
+raises ArgumentError; unsupported ops and element types UnsupportedOpError; a failure inside
+jdisc CompileError (with the original exception chained).
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from jdisc.api import build
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes.ir import numpy_dtype
-from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
+from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
 from jdisc.errors import ArgumentError, DtypeError, ShapeError
-from jdisc.lowering.codegen import generate
 
 
 class StablehloFunction:
@@ -24,9 +26,7 @@ class StablehloFunction:
 
     def __init__(self, module: str | bytes, name: str = "main"):
         self.program = compile_stablehlo_to_ir(module, name=name)
-        self.cprog = generate(self.program)
-        dump("kernels.c", self.cprog.source, name)
-        self.executable = runtime.load(self.cprog)
+        self.cprog, self.executable = build(self.program)
 
     def __call__(self, *args: Any) -> list[jax.Array]:
         specs = self.cprog.inputs

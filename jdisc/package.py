@@ -34,7 +34,7 @@ from jdisc.api import Compiled, jit, program_of
 from jdisc.custom_calls import prebuilt, runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, dtype_name, numpy_dtype
-from jdisc.errors import ArgumentError, JdiscError, PackageError
+from jdisc.errors import ArgumentError, JdiscError, PackageError, compile_stage
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import LeafSpec, positional_names
 from jdisc.lowering.codegen import CProgram
@@ -365,7 +365,8 @@ def load(path: str) -> Package:
         so_bytes, target = members["lib.so"], manifest["target"]
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
         raise PackageError(f"{path}: malformed package ({type(err).__name__}: {err})") from None
-    library, origin = prebuilt.load_library(so_bytes, cprog.source, target)
+    with compile_stage(f"loading the library of package {path}"):
+        library, origin = prebuilt.load_library(so_bytes, cprog.source, target)
     return Package(manifest, members, runtime.Executable(cprog, library), origin)
 
 

@@ -17,7 +17,9 @@ from jaxlib.mlir.dialects import stablehlo
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value
-from jdisc.errors import JdiscError, UnsupportedOpError
+from jdisc.dynamic_passes.supported import dtype_problem
+from jdisc.errors import (ArgumentError, JdiscError, UnsupportedOpError, compile_stage,
+                          internal_error, short_exception)
 
 MLIR_PIPELINE = (
     "builtin.module("
@@ -42,19 +44,27 @@ def make_context() -> ir.Context:
 
 
 def parse_module(module: str | bytes, ctx: ir.Context) -> ir.Module:
-    """Text, MLIR bytecode or a StableHLO portable artifact (VHLO bytecode)."""
-    with ctx:
-        if isinstance(module, (bytes, bytearray)):
-            try:
-                return stablehlo.deserialize_portable_artifact(ctx, bytes(module))
-            except Exception:   # plain MLIR bytecode of StableHLO
-                return ir.Module.parse(bytes(module))
-        return ir.Module.parse(module)
+    """Text, MLIR bytecode or a StableHLO portable artifact (VHLO bytecode); ArgumentError when
+    it does not parse."""
+    if not isinstance(module, (str, bytes, bytearray)):
+        raise ArgumentError(f"a StableHLO module must be text or bytes, not "
+                            f"{type(module).__name__}")
+    try:
+        with ctx:
+            if isinstance(module, (bytes, bytearray)):
+                try:
+                    return stablehlo.deserialize_portable_artifact(ctx, bytes(module))
+                except Exception:   # plain MLIR bytecode of StableHLO
+                    return ir.Module.parse(bytes(module))
+            return ir.Module.parse(module)
+    except Exception as err:    # jaxlib's MLIRError says where
+        raise ArgumentError(f"not a valid StableHLO module: {short_exception(err, 600)}") from err
 
 
 def run_mlir_pipeline(module: ir.Module) -> None:
-    _refuse_known_miscompiles(module)
-    with module.context:
+    with compile_stage("the MLIR import (checking for known miscompiles)"):
+        _refuse_known_miscompiles(module)
+    with compile_stage(f"jaxlib's MLIR pass pipeline ({MLIR_PIPELINE})"), module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
 
 
@@ -107,7 +117,15 @@ def element_type_name(t: ir.Type) -> str:
 
 
 def tensor_type(t: ir.Type) -> tuple[str, tuple[int | None, ...]]:
-    rt = ir.RankedTensorType(t)
+    """(element type name, shape with None for `?`). A type that is not a ranked tensor (a
+    tuple, a token, an unranked tensor) is returned as its text with shape (): values of such
+    types get that dtype, and check_supported reports them."""
+    if not isinstance(t, ir.RankedTensorType):
+        try:
+            t = ir.RankedTensorType(t)
+        except (ValueError, TypeError):
+            return str(t), ()
+    rt = t
     shape = tuple(None if ir.ShapedType(rt).is_dynamic_dim(i) else d
                   for i, d in enumerate(rt.shape))
     return element_type_name(rt.element_type), shape
@@ -153,13 +171,28 @@ def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray
         return np.full(tuple(shape), v, dtype=np_dt)
     if dtype == "bf16":
         return _dense_bf16(a, shape)
-    if dtype == "i1":
-        vals = [bool(_scalar_attr_value(da[i])) for i in range(len(da))]
-        return np.array(vals, dtype=np.bool_).reshape(shape)
+    if dtype == "i1":   # the base class has no elements: read them as integers
+        ints = ir.DenseIntElementsAttr(a)
+        return np.array([bool(ints[i]) for i in range(len(ints))], np.bool_).reshape(shape)
     arr = np.array(da)
     if arr.dtype != np_dt:
         arr = arr.view(np_dt) if arr.dtype.itemsize == np_dt.itemsize else arr.astype(np_dt)
     return arr.reshape(shape)
+
+
+def _attr_element_type(a: ir.Attribute) -> str | None:
+    """The element type an attribute carries (dense elements, a typed scalar, a type), if any."""
+    if isinstance(a, ir.TypeAttr):
+        t = ir.TypeAttr(a).value
+    elif isinstance(a, (ir.DenseElementsAttr, ir.IntegerAttr, ir.FloatAttr)):
+        t = a.type
+    else:
+        return None
+    if isinstance(t, ir.FunctionType):
+        return None
+    if isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)):
+        return element_type_name(ir.ShapedType(t).element_type)
+    return element_type_name(t)    # a scalar type, a tuple, a token
 
 
 def convert_attr(name: str, a: ir.Attribute) -> Any:
@@ -269,68 +302,82 @@ class _Importer:
     def import_block_ops(self, blk, env, ops: list[Op]) -> list[Value]:
         for mop in blk.operations:
             o = mop.operation
-            name = o.name
-            operands = [env[v] for v in o.operands]
-            if name in ("func.return", "stablehlo.return"):
-                return operands
-            if name == "stablehlo.optimization_barrier":   # an identity for a compiler like jdisc
-                for r, v in zip(o.results, operands):
-                    env[r] = v
-                continue
-            if name == "func.call":
-                callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
-                self.call_sites.append(self.location(o))
-                outs = self.import_func(self.funcs[callee], operands, ops)
-                self.call_sites.pop()
-                for r, v in zip(o.results, outs):
-                    env[r] = v
-                continue
-            results = []
-            for r in o.results:
-                dtype, shape = tensor_type(r.type)
-                results.append(Value(dtype, shape))
-            op = Op(name.removeprefix("stablehlo."), operands, results,
-                    self.attributes(o), self.location(o))
-            if name == "stablehlo.custom_call":
-                op.name = op.attrs.get("call_target_name", "custom_call")
-                if op.name in _LAPACK_TRSM:
-                    _trsm_from_lapack(o, op)
-                elif op.name == "stablehlo.dynamic_reduce_window":
-                    self.dynamic_reduce_window(o, op)
-                elif op.name in _DYNAMIC_OP_CALLS:
-                    op.name = _DYNAMIC_OP_CALLS[op.name]
-                    for key in ("api_version", "call_target_name", "has_side_effect",
-                                "backend_config"):
-                        op.attrs.pop(key, None)
-                elif op.name != "shape_assertion":
-                    op.attrs["unsupported"] = f"custom_call target '{op.name}'"
-            elif name in ("stablehlo.constant",):
+            try:
+                done = self.import_op(o, env, ops)
+            except JdiscError:
+                raise
+            except Exception as err:    # a bug in the importer: say which op it was reading
+                where = Op(o.name, [], [], {}, self.location(o))
+                raise internal_error("the MLIR import", err, op=where) from err
+            if done is not None:
+                return done
+        raise JdiscError("block without a terminator")
+
+    def import_op(self, o, env, ops: list[Op]) -> list[Value] | None:
+        """Import one MLIR op into `ops`; returns the block's results at its terminator."""
+        name = o.name
+        operands = [env[v] for v in o.operands]
+        if name in ("func.return", "stablehlo.return"):
+            return operands
+        if name == "stablehlo.optimization_barrier":   # an identity for a compiler like jdisc
+            for r, v in zip(o.results, operands):
+                env[r] = v
+            return None
+        if name == "func.call":
+            callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
+            self.call_sites.append(self.location(o))
+            outs = self.import_func(self.funcs[callee], operands, ops)
+            self.call_sites.pop()
+            for r, v in zip(o.results, outs):
+                env[r] = v
+            return None
+        results = []
+        for r in o.results:
+            dtype, shape = tensor_type(r.type)
+            results.append(Value(dtype, shape))
+        op = Op(name.removeprefix("stablehlo."), operands, results,
+                self.attributes(o), self.location(o))
+        if name == "stablehlo.custom_call":
+            op.name = op.attrs.get("call_target_name", "custom_call")
+            if op.name in _LAPACK_TRSM:
+                _trsm_from_lapack(o, op)
+            elif op.name == "stablehlo.dynamic_reduce_window":
+                self.dynamic_reduce_window(o, op)
+            elif op.name in _DYNAMIC_OP_CALLS:
+                op.name = _DYNAMIC_OP_CALLS[op.name]
+                for key in ("api_version", "call_target_name", "has_side_effect",
+                            "backend_config"):
+                    op.attrs.pop(key, None)
+            elif op.name != "shape_assertion":
+                op.attrs["unsupported"] = f"custom_call target '{op.name}'"
+        elif name in ("stablehlo.constant",):
+            if dtype_problem(results[0].dtype) is None:   # complex ones are not readable
                 op.attrs["value"] = dense_value(o.attributes["value"], results[0].dtype,
                                                 results[0].shape)
-            elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
-                self.import_reducer(o, op)
-                if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region
-                    op.regions = [self.import_region(o.regions[0], env)]
-            elif name in _SCALAR_REGION_OPS:   # select/scatter/map/comparator computations
-                op.regions = [self.import_region(region, env) for region in o.regions]
-                if name == "stablehlo.scatter" and len(results) != 1:
-                    op.attrs["unsupported"] = "scatter of several operands"
-            elif name in _CONTROL_OPS:   # whole sub-programs: see control_flow.py
-                op.regions = [self.import_region(region, env) for region in o.regions]
-            elif len(o.regions) and name != "stablehlo.reduce":
-                op.attrs["unsupported"] = f"op '{name}' with regions"
-            if name == "stablehlo.broadcast":   # sizes prepended: a broadcast_in_dim
-                lead = len(op.attrs.pop("broadcast_sizes", ()))
-                op.name = "broadcast_in_dim"
-                op.attrs["broadcast_dimensions"] = tuple(range(lead, lead + operands[0].rank))
-            if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
-                op.name = "shape_of"
-            elif not name.startswith("stablehlo."):
-                op.attrs["unsupported"] = f"op '{name}'"
-            for r, v in zip(o.results, results):
-                env[r] = v
-            ops.append(op)
-        raise JdiscError("block without a terminator")
+        elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+            self.import_reducer(o, op)
+            if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region
+                op.regions = [self.import_region(o.regions[0], env)]
+        elif name in _SCALAR_REGION_OPS:   # select/scatter/map/comparator computations
+            op.regions = [self.import_region(region, env) for region in o.regions]
+            if name == "stablehlo.scatter" and len(results) != 1:
+                op.attrs["unsupported"] = "scatter of several operands"
+        elif name in _CONTROL_OPS:   # whole sub-programs: see control_flow.py
+            op.regions = [self.import_region(region, env) for region in o.regions]
+        elif len(o.regions) and name != "stablehlo.reduce":
+            op.attrs["unsupported"] = f"op '{name}' with regions"
+        if name == "stablehlo.broadcast":   # sizes prepended: a broadcast_in_dim
+            lead = len(op.attrs.pop("broadcast_sizes", ()))
+            op.name = "broadcast_in_dim"
+            op.attrs["broadcast_dimensions"] = tuple(range(lead, lead + operands[0].rank))
+        if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
+            op.name = "shape_of"
+        elif not name.startswith("stablehlo."):
+            op.attrs["unsupported"] = f"op '{name}'"
+        for r, v in zip(o.results, results):
+            env[r] = v
+        ops.append(op)
+        return None
 
     def import_region(self, region, env) -> Block:
         """A region as a Block; it sees the enclosing values (StableHLO regions may capture)."""
@@ -342,12 +389,29 @@ class _Importer:
 
     @staticmethod
     def attributes(o) -> dict[str, Any]:
-        attrs = {}
-        for i in range(len(o.attributes)):
-            na = o.attributes[i]
-            if na.name in ("value",):
+        """The op's attributes as Python values (`value` is read by the importer itself). An
+        attribute of an element type jdisc does not support, or one jaxlib's bindings cannot
+        read (they refuse complex dense elements), marks the op unsupported instead.
+        Attributes are read by name: `NamedAttribute.attr` on such an attribute aborts the
+        process inside jaxlib, `attributes[name]` raises TypeError."""
+        attrs: dict[str, Any] = {}
+        problems = []
+        for name in [o.attributes[i].name for i in range(len(o.attributes))]:
+            if name == "value":
                 continue
-            attrs[na.name] = convert_attr(na.name, na.attr)
+            try:
+                a = o.attributes[name]
+            except TypeError as err:
+                problems.append(f"attribute '{name}' cannot be read ({short_exception(err)})")
+                continue
+            dtype = _attr_element_type(a)
+            why = dtype_problem(dtype) if dtype is not None else None
+            if why is not None:
+                problems.append(f"attribute '{name}' of element type {dtype} ({why})")
+                continue
+            attrs[name] = convert_attr(name, a)
+        if problems:
+            attrs["unsupported"] = "; ".join(problems)
         return attrs
 
     def dynamic_reduce_window(self, o, op: Op) -> None:

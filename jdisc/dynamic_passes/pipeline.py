@@ -1,7 +1,13 @@
 """The compile pipeline over jdisc's IR, top to bottom.
 
 `PASSES` is the whole middle end: each entry is a named function Program -> Program. With
-`JDISC_DUMP_DIR` set, the IR after each pass is written there (`NN_<pass>.txt`).
+`JDISC_DUMP_DIR` set, the IR after each pass is written there (`NN_<pass>.txt`). With
+`JDISC_CHECK_PLAN=1`, the kernel and memory plans of every program (the top level and each
+control-flow region) are checked against their invariants (plan_check.py) once they are made.
+
+An exception that is not a JdiscError, raised in any stage, is a bug in jdisc: it is re-raised
+as a CompileError naming the stage (and the op being worked on, when known), chaining the
+original (`errors.compile_stage`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from jdisc.dynamic_passes.memory_plan import plan_memory
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
 from jdisc.dynamic_passes.verify import verify
+from jdisc.errors import compile_stage
 
 Pass = Callable[[Program], Program]
 
@@ -90,27 +97,38 @@ def dump(name: str, text: str | bytes, subdir: str) -> None:
         f.write(text)
 
 
+def check_plan_enabled() -> bool:
+    return os.environ.get("JDISC_CHECK_PLAN", "") not in ("", "0")
+
+
 def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
                dump_as: str | None = None) -> Program:
+    where = dump_as or prog.name
     for i, p in enumerate(passes):
-        prog = p(prog)
-        if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
-            verify(prog)
+        with compile_stage(f"the pass '{p.__name__}' of '{where}'"):
+            prog = p(prog)
+            if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
+                verify(prog)
         if dump_dir() is not None:
-            dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), dump_as or prog.name)
+            dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), where)
+    if prog.memory is not None and check_plan_enabled():
+        from jdisc.dynamic_passes.plan_check import check_plan
+        with compile_stage(f"the plan checker on '{where}'"):
+            check_plan(prog)
     return prog
 
 
 def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw) -> Program:
     """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes."""
-    ctx = mlir_import.make_context()
+    with compile_stage("creating the MLIR context"):
+        ctx = mlir_import.make_context()
     mod = mlir_import.parse_module(module, ctx)
     if dump_dir() is not None:
         dump("00_stablehlo.mlir", str(mod), name)
     mlir_import.run_mlir_pipeline(mod)
     if dump_dir() is not None:
         dump("00_stablehlo_clean.mlir", str(mod), name)
-    with ctx:
+    with compile_stage("the MLIR import"), ctx:
         prog = mlir_import.import_module(mod, name, **import_kw)
     if dump_dir() is not None:
         dump("00_imported.txt", format_program(prog), name)

@@ -1,8 +1,11 @@
-"""Which StableHLO ops jdisc compiles, and the pass that reports every one it does not."""
+"""Which StableHLO ops and element types jdisc compiles, and the pass that reports every op
+(and every program input) it does not, with its source location, in one error."""
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes.ir import Op, Program, walk
+import re
+
+from jdisc.dynamic_passes.ir import NUMPY_DTYPES, Op, Program, walk
 from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 from jdisc.errors import UnsupportedOpError
 
@@ -34,6 +37,50 @@ SUPPORTED_OPS = frozenset({
 })
 
 
+# element types (the IR's short names): the numpy ones and bf16
+SUPPORTED_DTYPES = frozenset(NUMPY_DTYPES) | {"bf16"}
+
+_SMALL_FLOAT = re.compile(r"(?:float|f)[864](?:_|E|$)")
+_INTEGER = re.compile(r"u?i(?:nt)?(\d+)")
+
+
+def dtype_problem(dtype: str) -> str | None:
+    """Why jdisc cannot compile values of this element type (an IR name such as `complex<f32>`,
+    `f8E4M3FN`, `i4`, `tuple<...>`, `!stablehlo.token`, or a numpy name such as `complex64`),
+    or None when it can."""
+    if dtype in SUPPORTED_DTYPES or dtype == "bfloat16":
+        return None
+    if "complex" in dtype:
+        return "complex numbers are not supported yet"
+    if _SMALL_FLOAT.match(dtype):
+        return "8-bit and smaller floating-point types (f8, f6, f4) are not supported yet"
+    m = _INTEGER.fullmatch(dtype)
+    if m and int(m.group(1)) < 8:
+        return "sub-byte integers (i2, i4) are not supported yet"
+    if dtype.startswith("tuple"):
+        return "tuple-typed values are not supported yet"
+    if "token" in dtype:
+        return "tokens (the ordering of side effects) are not supported"
+    if dtype.startswith("tensor<*"):
+        return "unranked tensors are not supported"
+    if "quant" in dtype:
+        return "quantized types are not supported"
+    return f"element type {dtype} is not supported"
+
+
+_SHAPE_READERS = frozenset({"get_dimension_size", "shape_of"})
+
+
+def _type_problems(values) -> list[str]:
+    """One entry per distinct unsupported element type among the values."""
+    out: dict[str, str] = {}
+    for v in values:
+        why = dtype_problem(v.dtype)
+        if why is not None:
+            out.setdefault(v.dtype, f"element type {v.dtype}: {why}")
+    return list(out.values())
+
+
 # rng_bit_generator: the u64 state sizes XLA accepts for each algorithm (DEFAULT is Philox on
 # CPU); the bits may be any integer or float type but i1
 RNG_STATE_SIZES = {"DEFAULT": (2, 3), "PHILOX": (2, 3), "THREE_FRY": (2,)}
@@ -54,19 +101,27 @@ def _rng_problem(op: Op) -> str | None:
 
 
 def check_supported(prog: Program) -> Program:
-    """Pass: raise UnsupportedOpError naming every unsupported op and its location."""
-    bad = []
+    """Pass: raise UnsupportedOpError naming every unsupported op (and op or input with an
+    unsupported element type) and its location."""
+    bad = [f"  argument '{spec.name}': {why}"
+           for spec, p in zip(prog.inputs, prog.body.params) for why in _type_problems([p])]
     for op in walk(prog.body):
+        reasons = []
         reason = op.attrs.get("unsupported")
         if reason is None and op.name in ("rng_bit_generator", "dynamic_rng_bit_generator"):
             reason = _rng_problem(op)
         if reason is None and op.name not in SUPPORTED_OPS:
             reason = "not supported yet"
         if reason is not None:
+            reasons.append(reason)
+        region_params = [p for region in op.regions for p in region.params]
+        read = [] if op.name in _SHAPE_READERS else op.operands   # they read only the shape
+        reasons += _type_problems(read + op.results + region_params)
+        if reasons:
             target = op.attrs.get("call_target_name")
             what = (f"stablehlo.custom_call @{target}" if target else
                     op.name if "." in op.name else f"stablehlo.{op.name}")
-            bad.append(f"  {what} at {op.loc}: {reason}")
+            bad.append(f"  {what} at {op.loc}: {'; '.join(reasons)}")
     if bad:
         raise UnsupportedOpError(
             f"jdisc cannot compile {len(bad)} op(s) in '{prog.name}':\n" + "\n".join(bad))

@@ -1,0 +1,273 @@
+"""Errors: what jdisc cannot compile is an UnsupportedOpError naming every op, type and line; a
+failure inside jdisc is a CompileError chaining the original exception; with fallback="xla"
+both run the function with jax.jit; errors in the arguments never fall back."""
+
+import os
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from jdisc import api, cli
+from jdisc.custom_calls import runtime
+from jdisc.dynamic_passes import mlir_import, pipeline
+from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
+                          UnsupportedOpError)
+
+HERE = os.path.basename(__file__)
+N = ({0: "n"},)
+X = np.arange(1, 4, dtype=np.float32)
+
+
+# ----------------------------------------------------------------------- unsupported types
+
+def test_complex_constant_is_unsupported_with_its_line():
+    f = jdisc.jit(lambda x: x * (1 + 2j), dynamic_axes=N)
+    with pytest.raises(UnsupportedOpError) as info:
+        f(X)
+    msg = str(info.value)
+    assert "stablehlo.constant" in msg and "complex<f32>" in msg and "complex numbers" in msg
+    assert "stablehlo.multiply" in msg and HERE in msg
+
+
+def test_complex_value_type_names_each_op():
+    f = jdisc.jit(lambda x: jnp.abs(x.astype(jnp.complex64) + 1), dynamic_axes=N)
+    with pytest.raises(UnsupportedOpError) as info:
+        f(X)
+    msg = str(info.value)
+    for op in ("stablehlo.convert", "stablehlo.add", "stablehlo.abs"):
+        assert op in msg
+    assert HERE in msg
+
+
+def test_complex_input_is_refused_by_name():
+    f = jdisc.jit(jnp.abs, dynamic_axes=N)
+    with pytest.raises(UnsupportedOpError, match=r"argument 'x' has dtype complex64: complex"):
+        f(np.ones(3, np.complex64))
+
+
+def test_complex_python_scalar_for_a_float_input_is_a_dtype_error():
+    f = jdisc.jit(lambda x, s: x * s, dynamic_axes=(N[0], None))
+    f(X, 2.0)
+    with pytest.raises(DtypeError, match="complex"):
+        f(X, 1 + 2j)
+
+
+@pytest.mark.parametrize("dtype, shown", [(jnp.float8_e4m3fn, "f8E4M3FN"), (jnp.int4, "i4"),
+                                          (jnp.float8_e5m2, "f8E5M2")])
+def test_small_types_are_unsupported(dtype, shown):
+    f = jdisc.jit(lambda x: x.astype(dtype).astype(jnp.float32), dynamic_axes=N)
+    with pytest.raises(UnsupportedOpError, match=shown) as info:
+        f(X)
+    assert "stablehlo.convert" in str(info.value) and HERE in str(info.value)
+
+
+TUPLE_MODULE = """
+func.func @main(%arg0: tensor<2xf32>, %arg1: tensor<i64>) -> tensor<2xf32> {
+  %0 = stablehlo.tuple %arg0, %arg1 : tuple<tensor<2xf32>, tensor<i64>>
+  %1 = stablehlo.get_tuple_element %0[0] : (tuple<tensor<2xf32>, tensor<i64>>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+"""
+
+TOKEN_MODULE = """
+func.func @main(%arg0: tensor<2xf32>, %t: !stablehlo.token) -> (tensor<2xf32>, !stablehlo.token) {
+  %0 = stablehlo.after_all %t : !stablehlo.token
+  return %arg0, %0 : tensor<2xf32>, !stablehlo.token
+}
+"""
+
+ATTRIBUTE_MODULE = """
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.add %a, %a {jdisc.small = dense<1> : tensor<2xi4>} : tensor<2xf32>
+  %1 = stablehlo.multiply %0, %0 {jdisc.c = dense<(1.0, 2.0)> : tensor<complex<f32>>} : tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+"""
+
+
+def test_tuple_types_are_unsupported():
+    with pytest.raises(UnsupportedOpError) as info:
+        jdisc.compile_stablehlo(TUPLE_MODULE)
+    msg = str(info.value)
+    assert "stablehlo.tuple" in msg and "stablehlo.get_tuple_element" in msg
+    assert "tuple-typed values" in msg
+
+
+def test_token_types_are_unsupported():
+    with pytest.raises(UnsupportedOpError) as info:
+        jdisc.compile_stablehlo(TOKEN_MODULE)
+    msg = str(info.value)
+    assert "argument 'args[1]'" in msg and "stablehlo.after_all" in msg and "token" in msg
+
+
+def test_attributes_of_unsupported_types_are_reported_not_crashed_on():
+    with pytest.raises(UnsupportedOpError) as info:
+        jdisc.compile_stablehlo(ATTRIBUTE_MODULE)
+    msg = str(info.value)
+    assert "stablehlo.add" in msg and "attribute 'jdisc.small'" in msg and "i4" in msg
+    assert "stablehlo.multiply" in msg and "attribute 'jdisc.c'" in msg
+
+
+def test_every_problem_in_one_error():
+    def f(x):
+        a = jnp.abs(x.astype(jnp.complex64))
+        b = x.astype(jnp.float8_e4m3fn).astype(jnp.float32)
+        return a + b + jnp.linalg.eigh(jnp.diag(x[:2]))[0].sum()
+    with pytest.raises(UnsupportedOpError) as info:
+        jdisc.jit(f, dynamic_axes=N)(X)
+    msg = str(info.value)
+    assert "complex<f32>" in msg and "f8E4M3FN" in msg and "syevd" in msg
+
+
+def test_invalid_module_text_is_an_argument_error():
+    with pytest.raises(ArgumentError, match="not a valid StableHLO module"):
+        jdisc.compile_stablehlo("func.func @main( this is not mlir")
+
+
+@pytest.mark.parametrize("fn", [lambda x: x * (1 + 2j), lambda x: jnp.abs(x.astype(jnp.complex64)),
+                                lambda x: x.astype(jnp.int4).astype(jnp.float32) * 2])
+def test_fallback_runs_unsupported_types_with_jax(fn):
+    f = jdisc.jit(fn, dynamic_axes=N, fallback="xla")
+    with pytest.warns(UserWarning, match="does not support"):
+        got = f(X)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(fn)(X)))
+    assert f.stats()["fallbacks"] == 1
+    assert "jax.jit" in f.explain(X)
+
+
+def test_fallback_takes_complex_inputs():
+    f = jdisc.jit(jnp.abs, dynamic_axes=N, fallback="xla")
+    z = np.array([3 + 4j, 1j], np.complex64)
+    with pytest.warns(UserWarning, match="complex"):
+        np.testing.assert_allclose(np.asarray(f(z)), [5, 1])
+
+
+def test_package_export_of_unsupported_types():
+    with pytest.raises(UnsupportedOpError, match="complex"):
+        jdisc.export(lambda x: x * (1 + 2j), X, dynamic_axes=N)
+
+
+# ----------------------------------------------------------------------- internal errors
+
+def _fn(x):
+    return jnp.tanh(x) * 2 + 1
+
+
+def _expect_internal(call, stage_words, cause_type=RuntimeError, cause_text="boom"):
+    with pytest.raises(CompileError) as info:
+        call()
+    err = info.value
+    assert isinstance(err.__cause__, cause_type) and cause_text in str(err.__cause__)
+    assert err.__cause__.__traceback__ is not None
+    msg = str(err)
+    assert "internal compiler error" in msg and stage_words in msg
+    assert f"{cause_type.__name__}: {cause_text}" in msg
+    return err
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+def test_internal_error_in_a_pass_names_the_op_and_chains():
+    at = [p.__name__ for p in pipeline.PASSES].index("plan_kernels")
+    original = pipeline.PASSES[at]
+
+    def broken_plan_kernels(prog):
+        for op in prog.body.ops:
+            if op.name == "tanh":
+                raise RuntimeError("boom")
+        return original(prog)
+
+    broken_plan_kernels.__name__ = "plan_kernels"
+    pipeline.PASSES[at] = broken_plan_kernels     # the list run_passes reads (in place)
+    try:
+        err = _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "plan_kernels")
+    finally:
+        pipeline.PASSES[at] = original
+    assert err.op == "stablehlo.tanh" and HERE in err.location and err.stage
+    assert "stablehlo.tanh" in str(err)
+
+
+def test_internal_error_in_the_import_names_the_op(monkeypatch):
+    monkeypatch.setattr(mlir_import, "dense_value", _boom)
+    err = _expect_internal(lambda: jdisc.jit(lambda x: x + np.array([1, 5, 2], np.float32),
+                                                    dynamic_axes=None)(X),
+                           "MLIR import")
+    assert err.op == "stablehlo.constant"
+
+
+def test_internal_errors_in_later_stages(monkeypatch):
+    monkeypatch.setattr(api, "generate", _boom)
+    _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "C generation")
+    monkeypatch.undo()
+    monkeypatch.setattr(runtime, "load", _boom)
+    _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "C compiler driver")
+    monkeypatch.undo()
+    monkeypatch.setattr(api, "export_function", _boom)
+    _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "export")
+
+
+def test_internal_error_in_compile_stablehlo(monkeypatch):
+    monkeypatch.setattr(runtime, "load", _boom)
+    _expect_internal(lambda: jdisc.compile_stablehlo(
+        "func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %0 = stablehlo.add %a, %a : tensor<?xf32>\n  return %0 : tensor<?xf32>\n}"),
+        "C compiler driver")
+
+
+def test_internal_error_falls_back_with_a_warning(monkeypatch):
+    monkeypatch.setattr(api, "generate", _boom)
+    f = jdisc.jit(_fn, dynamic_axes=N, fallback="xla")
+    with pytest.warns(UserWarning, match=r"CompileError.*RuntimeError: boom"):
+        got = f(X)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(_fn(X)), rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(np.asarray(f(np.ones(5, np.float32))),
+                                   np.asarray(_fn(np.ones(5, np.float32))), rtol=1e-6)
+    assert f.stats()["fallbacks"] == 1
+
+
+def test_cli_compile_reports_internal_errors_in_one_line(monkeypatch, tmp_path, capsys):
+    src = tmp_path / "m.mlir"
+    src.write_text(TUPLE_MODULE)
+    assert cli.main(["compile", str(src), "-o", str(tmp_path / "m.jdisc")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("jdisc compile: error: jdisc cannot compile") and "\n" not in err
+    src.write_text("func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
+                   "  return %a : tensor<?xf32>\n}")
+    monkeypatch.setattr(api, "generate", _boom)
+    assert cli.main(["compile", str(src), "-o", str(tmp_path / "m.jdisc")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "internal compiler error" in err and "RuntimeError: boom" in err and "\n" not in err
+
+
+# ----------------------------------------------------------------------- user errors
+
+def test_argument_errors_never_fall_back():
+    f = jdisc.jit(lambda x, y: x + y, dynamic_axes=({0: "n"}, {0: "n"}), fallback="xla")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no fallback warning for any of these
+        with pytest.raises(ShapeError):        # shared name, unequal sizes: the first call
+            f(X, np.ones(4, np.float32))
+        np.testing.assert_array_equal(np.asarray(f(X, X)), 2 * X)
+        with pytest.raises(DtypeError):
+            f(X, np.ones(3, np.int32))
+        with pytest.raises(ShapeError):
+            f(np.ones((3, 1), np.float32), X)
+        with pytest.raises(ArgumentError):
+            f(X)
+    assert "fallbacks" not in f.stats()
+
+
+def test_user_errors_are_not_wrapped(monkeypatch):
+    f = jdisc.jit(lambda x, y: x + y, dynamic_axes=({0: "n"}, {0: "n"}))
+    with pytest.raises(ShapeError) as info:
+        f(X, np.ones(4, np.float32))
+    assert not isinstance(info.value, CompileError)
+    assert isinstance(info.value, JdiscError)
