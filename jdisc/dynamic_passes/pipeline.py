@@ -90,7 +90,9 @@ def dump(name: str, text: str | bytes, subdir: str) -> None:
     root = dump_dir()
     if root is None:
         return
-    path = os.path.join(root, subdir)
+    # the subdirectory is named after the user's function: one path component, never `..`
+    safe = "".join(ch if ch.isalnum() or ch in "_-.<>" else "_" for ch in subdir).lstrip(".")
+    path = os.path.join(root, safe or "_")
     os.makedirs(path, exist_ok=True)
     mode = "wb" if isinstance(text, bytes) else "w"
     with open(os.path.join(path, name), mode) as f:
