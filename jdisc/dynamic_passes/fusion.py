@@ -357,36 +357,42 @@ def _merge_siblings(groups: list[_Group], order: dict[int, int]) -> list[list[_G
     once per element instead of once per kernel)."""
     clusters: list[list[_Group]] = []
     readers: list[set[int]] = []          # per cluster: ids of buffers its kernels read
+    writes: list[set[int]] = []           # per cluster: ids of the buffers it writes
+
+    written = {r.id for g in groups for r in g.root.results}
 
     def reads(g: _Group) -> set[int]:
-        return {v.id for v in _inputs_of(g.ops)}
+        # what the kernel will read from memory: its ops' operands and, through the
+        # broadcasts and other duplicable ops it recomputes, their operands too
+        return {v.id for v in _inputs_of(_free_producers(g.ops, written) + g.ops)}
 
     for g in groups:
         mine = reads(g)
         target = None
         if g.kind == "loop" and not _is_alias(g) and len(g.root.results) == 1:
             out = g.root.results[0]
+            later_writes: set[int] = set()   # written by the clusters after ci
             for ci in range(len(clusters) - 1, -1, -1):
                 c = clusters[ci]
                 head = c[-1]
-                produced = {m.root.results[0].id for m in c}
-                later_read = any(produced & readers[j] for j in range(ci + 1, len(clusters)))
-                needs_later = any(mine & {r.id for m in clusters[j] for r in m.root.results}
-                                  for j in range(ci + 1, len(clusters)))
-                if later_read or needs_later or produced & mine:
-                    break   # merging would reorder a dependency: g runs where the cluster runs
+                if mine & (later_writes | writes[ci]):
+                    break   # g reads a buffer written at or after ci: it cannot run at ci
+                later_writes |= writes[ci]
                 if head.kind == "loop" and not _is_alias(head) and \
                         (head.row_rank or 0) == (g.row_rank or 0) and readers[ci] & mine and \
                         head.root.results[0].rank == out.rank and all(
                             _same(a, b) for a, b in zip(head.root.results[0].shape, out.shape)):
                     target = ci
                     break
+        produced = {r.id for r in g.root.results}
         if target is None:
             clusters.append([g])
             readers.append(mine)
+            writes.append(produced)
         else:
             clusters[target].append(g)
             readers[target] |= mine
+            writes[target] |= produced
     return clusters
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import EXPENSIVE, Kernel
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import _COMBINE, _Renderer
+from jdisc.lowering.row_values import row_values
 
 LANES = 16
 # elements; below this a kernel runs on one thread (waking sleeping OpenMP threads costs tens of
@@ -88,10 +88,7 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
     r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
-    written = {v.id for v in kernel.outputs}
-    moved = _index_moved(kernel, rows_dims)
-    r.row_values = {v.id for op in kernel.ops for v in op.results
-                    if _is_row_value(v, rows_dims) and v.id not in written and v.id not in moved}
+    r.row_values = row_values(kernel, k, {v.id for v in kernel.outputs})
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values:
@@ -105,37 +102,6 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     r.pop()
     _close(w)
     _close(w)
-
-
-_ROW_PRESERVING = frozenset({"broadcast_in_dim", "select", "clamp", "convert", "map"})
-
-
-def _index_moved(kernel: Kernel, rows_dims) -> set[int]:
-    """Values some op in the kernel reads at another row than the current one (through a
-    reverse, transpose, slice, gather, ...): these must not be cached once per row."""
-    from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
-    moved: set[int] = set()
-    for op in reversed(kernel.ops):
-        res_moved = any(r.id in moved for r in op.results)
-        safe = op.name in ELEMENTWISE or op.name in _ROW_PRESERVING or op.name == "reduce" or (
-            op.name == "reshape" and _is_row_value(op.results[0], rows_dims)
-            and _is_row_value(op.operands[0], rows_dims))
-        dims = tuple(op.attrs.get("broadcast_dimensions", ()))
-        if op.name == "broadcast_in_dim" and (list(dims) != sorted(dims) or (
-                _is_row_value(op.operands[0], rows_dims)
-                and dims[:len(rows_dims)] != tuple(range(len(rows_dims))))):
-            safe = False   # reordered, or a row-shaped operand spread along the columns
-        if res_moved or not safe:
-            moved.update(x.id for x in op.operands)
-    return moved
-
-
-def _is_row_value(v: Value, rows_dims) -> bool:
-    """One value per row: shape rows_dims followed by 1s."""
-    k = len(rows_dims)
-    return v.rank >= k and all(symbolic.prove_eq(a, b) is True
-                               for a, b in zip(v.shape[:k], rows_dims)) and all(
-        d == 1 for d in v.shape[k:])
 
 
 def _levels(ops: list[Op]) -> dict[int, int]:
@@ -161,9 +127,8 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     inside = {res.id for op in kernel.ops for res in op.results}
 
     r = _Renderer(w, inputs, dim, assume)
-    moved = _index_moved(kernel, rows_dims)
-    r.row_values = {v.id for op in kernel.ops if op.name != "reduce" for v in op.results
-                    if _is_row_value(v, rows_dims) and v.id not in moved}
+    reduced = {v.id for op in reduces for v in op.results}   # accumulators, not row values
+    r.row_values = row_values(kernel, k, reduced)
     # full-shape values that a later phase reads, and that cost more than a load to
     # recompute, are kept in a row buffer
     producer = {res.id: op for op in kernel.ops for res in op.results}
