@@ -64,10 +64,14 @@ def token_args(rng, params, B, S):
 TOKEN_AXES = (None, {0: "B", 1: "S"}, {0: "B", 1: "S"})
 
 
-def test_linen_causal_decoder(rng):
-    model = Decoder()
+@pytest.fixture(scope="module")
+def decoder_params():
     tokens = np.zeros((2, 5), np.int32)
-    params = to_numpy(model.init(jax.random.key(0), tokens, tokens))
+    return to_numpy(jax.jit(Decoder().init)(jax.random.key(0), tokens, tokens))
+
+
+def test_linen_causal_decoder(rng, decoder_params):
+    model, params = Decoder(), decoder_params
     check_model(model.apply, TOKEN_AXES, lambda B, S: token_args(rng, params, B, S),
                 BATCH_SEQ, TOL_GEMM, what="linen Decoder")
 
@@ -77,17 +81,15 @@ def test_linen_causal_decoder(rng):
 def test_linen_padded_encoder(rng):
     model = Encoder()
     tokens = np.zeros((2, 5), np.int32)
-    params = to_numpy(model.init(jax.random.key(0), tokens, tokens))
+    params = to_numpy(jax.jit(model.init)(jax.random.key(0), tokens, tokens))
     check_model(model.apply, TOKEN_AXES, lambda B, S: token_args(rng, params, B, S),
                 BATCH_SEQ, TOL_GEMM, what="linen Encoder")
 
 
-def test_linen_decoder_top_k_sampling(rng):
+def test_linen_decoder_top_k_sampling(rng, decoder_params):
     # one decoding step: logits at each row's last real token, top-k, then a categorical draw
     # among the k best (jax.random with a raw uint32 key passed in)
-    model = Decoder()
-    tokens = np.zeros((2, 5), np.int32)
-    params = to_numpy(model.init(jax.random.key(0), tokens, tokens))
+    model, params = Decoder(), decoder_params
 
     def sample(params, tokens, pad, key):
         logits = model.apply(params, tokens, pad)                       # [B, S, V]
@@ -148,7 +150,7 @@ def image_args(rng, params, B, H, W):
                    "dim raises TypeError")
 def test_linen_strided_cnn_batchnorm_train(rng):
     model = StridedCNN()
-    variables = to_numpy(model.init(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32)))
+    variables = to_numpy(jax.jit(model.init)(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32)))
 
     def train_forward(variables, x):
         # logits and the updated running statistics (batch mean/var over B, H, W)
@@ -160,7 +162,7 @@ def test_linen_strided_cnn_batchnorm_train(rng):
 
 def test_linen_resnet_blocks(rng):
     model = ResNetTiny()
-    variables = model.init(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32))
+    variables = jax.jit(model.init)(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32))
     # non-trivial running statistics, so that eval-mode BatchNorm is not the identity
     variables = jax.tree_util.tree_map(
         lambda v: np.asarray(v) + normal(rng, *v.shape, scale=0.1) ** 2, variables)
@@ -182,7 +184,7 @@ class Recurrent(nn.Module):
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_linen_rnn(cell, rng):
     model = Recurrent(cell)
-    params = to_numpy(model.init(jax.random.key(0), np.zeros((2, 5, 6), np.float32),
+    params = to_numpy(jax.jit(model.init)(jax.random.key(0), np.zeros((2, 5, 6), np.float32),
                                  np.array([5, 3], np.int32)))
 
     def make_args(B, S):
