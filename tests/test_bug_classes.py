@@ -84,7 +84,7 @@ def test_deep_shared_dag_compiles_fast(chains):
     from jdisc.lowering.codegen import generate
 
     def f(x):
-        xs = [x + i for i in range(chains)]
+        xs = [x + 1e-4 * i for i in range(chains)]
         for step in range(200):
             xs = [v * v + v for v in xs]
             if chains > 1 and step % 50 == 0:   # chains mix now and then: more sharing
