@@ -14,9 +14,11 @@ import math
 import sys
 from typing import Callable, Sequence
 
+import numpy as np
+
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, Value, is_float
+from jdisc.dynamic_passes.ir import Op, Value, is_float, numpy_dtype
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype, literal
@@ -394,6 +396,20 @@ _COMBINE = {
     "or": lambda a, b, t: f"{a} | {b}",
     "xor": lambda a, b, t: f"{a} ^ {b}",
 }
+
+
+def reducer_identity(reducer: str, dtype: str) -> str:
+    """The C literal e with reducer(e, x) == x for every x: what extra accumulators (lanes)
+    start from, so that the reduction's init value is applied once per result, as XLA does."""
+    if is_float(dtype):
+        value = {"add": -0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}[reducer]
+    elif dtype == "i1":
+        value = {"add": 0, "or": 0, "xor": 0, "max": 0, "and": 1, "mul": 1, "min": 1}[reducer]
+    else:
+        info = np.iinfo(numpy_dtype(dtype))
+        value = {"add": 0, "or": 0, "xor": 0, "mul": 1, "max": info.min, "min": info.max,
+                 "and": -1 if info.min < 0 else info.max}[reducer]
+    return literal(value, dtype)
 
 
 def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:

@@ -17,7 +17,7 @@ from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _COMBINE, _Renderer
+from jdisc.lowering.kernels import _COMBINE, _Renderer, reducer_identity
 from jdisc.lowering.row_values import row_values
 
 LANES = 16
@@ -264,7 +264,8 @@ def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int
     for op in reduces:
         acc = acc_names[op.results[0].id]
         w(f"{ctype(op.results[0].dtype)} {acc}_l[{LANES}];")
-        w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {r.load(op.operands[1], ())};")
+        ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
+        w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {ident};")
     w("int64_t c = 0;")
     w(f"for (; c + {LANES} <= n_cols; c += {LANES}) {{")
     w.level += 1
@@ -280,8 +281,8 @@ def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int
     _close(w)
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-        w(f"{acc} = {acc}_l[0];")
-        w(f"for (int l = 1; l < {LANES}; l++) {acc} = "
+        w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA applies it)
+        w(f"for (int l = 0; l < {LANES}; l++) {acc} = "
           f"{_COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
     _close(w)
     for op in reduces:
