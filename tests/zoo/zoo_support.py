@@ -74,6 +74,10 @@ def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), wha
     check_shape_plan(shapes)
     what = what or getattr(fn, "__name__", "model")
     arg_sets = [make_args(**s) for s in shapes]
+    # Trace once first: some models compute constants eagerly at trace time and cache them (e.g.
+    # eqx.nn.RotaryPositionalEmbedding's sin/cos table), which is XLA work of the model's, not of
+    # the jdisc calls counted below.
+    jax.eval_shape(fn, *arg_sets[0])
     jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
     outs = []
     with XLA_COMPILES.counting() as seen:
