@@ -8,6 +8,8 @@ import tempfile
 import numpy as np
 import pytest
 
+os.environ.setdefault("JDISC_CHECK_PLAN", "1")   # every compile's plans are checked (plan_check.py)
+
 # Tests never touch the user's cache; one directory per session keeps compiles shared within it.
 if "JDISC_CACHE_DIR" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="jdisc-test-cache-")

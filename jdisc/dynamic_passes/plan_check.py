@@ -1,0 +1,591 @@
+"""The plan checker: invariants of a program's kernel plan and memory plan, verified.
+
+Run after fusion (`prog.kernels`) and the memory plan (`prog.memory`) of every program (the top
+level and each control-flow region) when `JDISC_CHECK_PLAN=1` (pipeline.run_passes); the test
+suite turns it on for every compile. A violation is a bug in jdisc's planners, never in the
+user's program: it raises CompileError naming the kernels, ops and values involved.
+
+1. Schedule (fused groups are convex). Every value a kernel reads is a program input, a
+   non-splat constant (a static array), a value computed by an op of the same kernel (its own,
+   or a duplicable op it recomputes: splat constants, iota, dimension values, broadcasts), or a
+   buffer written by an EARLIER kernel. Every kernel input is read by one of its ops and every
+   output computed by one; no value has two writers. With one writer per value, "every input
+   written earlier" is exactly "the kernel order is a topological order of the kernel graph",
+   so no dataflow path can leave a kernel and re-enter it.
+2. Buffers are written before they are read (1, by kernel order), and every program output is
+   written by some kernel (or is an input or constant).
+3. Memory. Liveness is recomputed here from the kernel order (written at its kernel, live to its
+   last reader, reads through alias kernels counted, an aliased program output kept to the end)
+   and checked against the arena layout: every intermediate has a slot; a buffer fits its slot
+   (raw bytes provably <= the slot's size); slots lie one after another in the arena (each
+   offset provably >= the previous offset + size, the arena provably covers the last), so two
+   buffers can only share memory by sharing a slot; and buffers sharing a slot have disjoint
+   closed live intervals. Sorting by start makes this n log n, with no pairwise comparisons.
+4. Index maps. Each op inside a kernel maps an in-bounds index of its result to the indices of
+   its operands it reads (broadcast_in_dim, transpose, reshape, slice, reverse, concatenate,
+   dynamic_slice and gather after clamping, dynamic_update_slice, elementwise ops, reduce;
+   pad's and dynamic_update_slice's guarded reads need no bound). By induction from the
+   kernel's loop over its output, all reads are in bounds when every op's map is. Each map
+   yields obligations over the symbolic shapes, e.g. `start + stride*(size - 1) < dim`.
+
+Policy for index obligations. An obligation is decided under the program's constraints
+(`prog.constraints`: every launcher check of the program and, in a region, of its scope holds
+when kernels run), and holds when
+  * it is proven, or
+  * the op touches no element (its result, or a dynamic_update_slice's update, is provably
+    empty; jdisc's shape checks apply only to non-empty reads, as XLA's do), or
+  * a run-time check covers it: a launcher check of the same fact, or the "unless empty" form
+    `min(count, slack) <= 0` that shape propagation emits, is among the constraints' facts.
+An obligation that is disproven (it fails whenever the op runs) or unproven (neither proven nor
+covered by a check: nothing stops an out-of-bounds read at run time) is an error. Unproven is
+treated as an error, not a warning: every bound jdisc cannot prove must be a run-time check, so
+a missing one is a planner/shape-propagation bug. The provers are conservative (a fact they
+cannot derive reads as unproven), which is why checks are matched by the same expressions
+shape_prop writes them with.
+
+Everything is linear in the number of ops, kernels and buffers (plus the sort per slot); proofs
+are memoised per obligation, so a broadcast recomputed in many kernels is proven once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.constraints import ShapeConstraints
+from jdisc.dynamic_passes.fusion import Kernel, is_duplicable, is_splat
+from jdisc.dynamic_passes.ir import Op, Program, Value, bit_width
+from jdisc.dynamic_passes.memory_plan import raw_bytes, round_up
+from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.errors import CompileError
+
+MAX_LISTED = 20     # problems listed in one error (the rest are counted)
+
+
+def check_plan(prog: Program, recursive: bool = False) -> Program:
+    """Raise CompileError when the kernel or memory plan of `prog` breaks an invariant.
+    With `recursive`, the region programs of its control ops are checked too."""
+    problems = _problems(prog)
+    if problems:
+        shown = problems[:MAX_LISTED]
+        more = len(problems) - len(shown)
+        raise CompileError(
+            f"internal compiler error: the kernel/memory plan of '{prog.name}' breaks "
+            f"{len(problems)} invariant(s) (a bug in jdisc's planners, not in the program):\n"
+            + "\n".join(f"  {p}" for p in shown)
+            + (f"\n  ... and {more} more" if more else ""), stage="plan check")
+    if recursive:
+        for k in prog.kernels:
+            for sub in k.root.programs if k.ops else ():
+                check_plan(sub, recursive=True)
+    return prog
+
+
+def _problems(prog: Program) -> list[str]:
+    out = check_schedule(prog)
+    if not out:             # liveness and slots are meaningless on a broken schedule
+        out += check_memory(prog)
+    out += check_index_maps(prog)
+    return out
+
+
+# ---------------------------------------------------------------------------- naming
+
+def describe_value(v: Value) -> str:
+    p = v.producer
+    what = "a program input" if p is None else f"stablehlo.{p.name} at {p.loc}"
+    return f"%{v.id} ({v.type_str()}, {what})"
+
+
+def _kname(kernels: list[Kernel], i: int) -> str:
+    return f"kernel #{i} {kernels[i].name} [{kernels[i].kind}]"
+
+
+# ---------------------------------------------------------------------------- 1 and 2
+
+def _static_values(prog: Program) -> set[int]:
+    """Values that are in memory before any kernel runs: inputs and non-splat constants."""
+    out = {v.id for v in prog.body.params}
+    for op in prog.body.ops:
+        if op.name == "constant" and not is_splat(op.attrs["value"]):
+            out.add(op.results[0].id)
+    return out
+
+
+def writers(prog: Program) -> tuple[dict[int, int], list[str]]:
+    """Value id -> index of the kernel writing it; problems for values written twice."""
+    writer: dict[int, int] = {}
+    problems = []
+    for i, k in enumerate(prog.kernels):
+        for v in k.outputs:
+            if v.id in writer:
+                problems.append(f"{describe_value(v)} is written by two kernels: "
+                                f"{_kname(prog.kernels, writer[v.id])} and "
+                                f"{_kname(prog.kernels, i)}")
+            else:
+                writer[v.id] = i
+    return writer, problems
+
+
+def check_schedule(prog: Program) -> list[str]:
+    """Invariants 1 and 2 (see the module docstring)."""
+    kernels = prog.kernels
+    static = _static_values(prog)
+    writer, problems = writers(prog)
+    computed_in: dict[int, int] = {}     # value id -> a kernel computing it (not duplicable)
+    for i, k in enumerate(kernels):
+        for op in k.ops:
+            if not is_duplicable(op):
+                for r in op.results:
+                    computed_in.setdefault(r.id, i)
+    for i, k in enumerate(kernels):
+        inside = {r.id for op in k.ops for r in op.results}
+        declared = {v.id for v in k.inputs}
+        read: set[int] = set()
+        for op in k.ops:
+            for v in op.operands:
+                if v.id in inside:
+                    continue
+                read.add(v.id)
+                if v.id not in declared:
+                    problems.append(f"{_kname(kernels, i)}: stablehlo.{op.name} at {op.loc} "
+                                    f"reads {describe_value(v)}, which the kernel neither "
+                                    f"computes nor takes as an input")
+        for v in k.inputs:
+            if v.id in inside:
+                problems.append(f"{_kname(kernels, i)} takes {describe_value(v)} as an input "
+                                f"but also computes it")
+            elif v.id not in read:
+                problems.append(f"{_kname(kernels, i)} takes {describe_value(v)} as an input "
+                                f"that none of its ops reads")
+            if v.id in static:
+                continue
+            w = writer.get(v.id)
+            if w is None:
+                c = computed_in.get(v.id)
+                where = (f"{_kname(kernels, c)} computes it but never writes it to memory"
+                         if c is not None else "no kernel computes it")
+                problems.append(f"{_kname(kernels, i)} reads {describe_value(v)}: {where}")
+            elif w >= i:
+                problems.append(
+                    f"{_kname(kernels, i)} reads {describe_value(v)} before "
+                    f"{_kname(kernels, w)} writes it: the kernel order is not a valid schedule"
+                    + (" (a dataflow path leaves the kernel and re-enters it)" if w == i else ""))
+        for v in k.outputs:
+            if v.id not in inside:
+                problems.append(f"{_kname(kernels, i)} writes {describe_value(v)}, which none "
+                                f"of its ops computes")
+    for j, v in enumerate(prog.body.results):
+        if v.id not in static and v.id not in writer:
+            problems.append(f"program output {j} {describe_value(v)} is never written by any "
+                            f"kernel")
+    return problems
+
+
+# ---------------------------------------------------------------------------- 3
+
+def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[str]:
+    """Invariant 3: buffers live at the same time never share arena memory."""
+    plan = prog.memory
+    if plan is None:
+        return []
+    sc = prover or constraints_of(prog)
+    memo: dict = {}
+
+    def ge(a, b) -> bool:       # many buffers and slots share their size expressions
+        if (a, b) not in memo:
+            memo[a, b] = a == b or sc.prove_ge(a, b) is True
+        return memo[a, b]
+
+    kernels = prog.kernels
+    results = {v.id for v in prog.body.results}
+    parent = {k.outputs[0].id: k.root.operands[0] for k in kernels if k.kind == "alias"}
+
+    def root(v: Value) -> Value:
+        seen = 0
+        while v.id in parent and seen <= len(parent):
+            v, seen = parent[v.id], seen + 1
+        return v
+
+    arena: dict[int, tuple[Value, int]] = {}     # root id -> (value, writing kernel)
+    for i, k in enumerate(kernels):
+        if k.kind == "alias":
+            continue
+        for v in k.outputs:
+            if v.id not in results:
+                arena[v.id] = (v, i)
+    last = {vid: i for vid, (_, i) in arena.items()}
+    for i, k in enumerate(kernels):
+        if k.kind == "alias":
+            continue
+        for v in k.inputs:
+            r = root(v)
+            if r.id in last:
+                last[r.id] = max(last[r.id], i)
+    for v in prog.body.results:
+        r = root(v)
+        if r.id in last:      # an output aliasing an intermediate is copied out at the end
+            last[r.id] = len(kernels)
+    problems = []
+    slots = {s.index: s for s in plan.slots}
+    by_slot: dict[int, list[tuple[int, int, Value]]] = {}
+    slot_is_rounded: dict[int, bool] = {}       # size == round_up(raw): raw bytes suffice
+    for vid, (v, start) in arena.items():
+        si = plan.assignment.get(vid)
+        if si is None or si not in slots:
+            problems.append(f"{describe_value(v)}, written by {_kname(kernels, start)}, has no "
+                            f"arena slot")
+            continue
+        slot = slots[si]
+        need = raw_bytes(v)
+        if si not in slot_is_rounded:
+            slot_is_rounded[si] = slot.size == round_up(slot.raw)
+        rounded = slot_is_rounded[si]
+        fits = (rounded and ge(slot.raw, need)) or ge(slot.size, need)
+        if not fits:
+            problems.append(f"{describe_value(v)} needs {need} bytes but slot {si} holds "
+                            f"{slot.size}: not provably enough")
+        by_slot.setdefault(si, []).append((start, last[vid], v))
+    for si, users in sorted(by_slot.items()):
+        users.sort(key=lambda u: (u[0], u[1]))
+        busy_until, holder = -1, None
+        for start, stop, v in users:
+            if holder is not None and start <= busy_until:
+                problems.append(
+                    f"slot {si} (offset {slots[si].offset}) is shared by {describe_value(holder)}"
+                    f" and {describe_value(v)}, both live at kernel #{start} "
+                    f"{kernels[min(start, len(kernels) - 1)].name}")
+            if stop > busy_until:
+                busy_until, holder = stop, v
+    ordered = sorted(plan.slots, key=lambda s: s.index)
+    end: symbolic.Dim = 0
+    for s in ordered:
+        if not ge(s.offset, end):
+            problems.append(f"slot {s.index} at offset {s.offset} may overlap the slot before "
+                            f"it (which ends at {end})")
+        if not ge(s.size, 0):
+            problems.append(f"slot {s.index} has a size {s.size} that may be negative")
+        end = s.offset + s.size
+    if ordered and not ge(plan.arena_bytes, end):
+        problems.append(f"the arena ({plan.arena_bytes} bytes) may end before its last slot "
+                        f"(at {end})")
+    return problems
+
+
+# ---------------------------------------------------------------------------- 4
+
+def constraints_of(prog: Program) -> ShapeConstraints:
+    sc = getattr(prog, "constraints", None)
+    if isinstance(sc, ShapeConstraints):
+        return sc
+    scope = getattr(prog, "scope", None) or prog
+    return ShapeConstraints.from_program(scope)
+
+
+def check_index_maps(prog: Program, prover: ShapeConstraints | None = None) -> list[str]:
+    """Invariant 4: every op inside a kernel reads its operands in bounds."""
+    sc = prover or constraints_of(prog)
+    decide = _Decider(sc)
+    problems = []
+    seen: set[int] = set()
+    for i, k in enumerate(prog.kernels):
+        for text in _kernel_shape_problems(k, sc):
+            problems.append(f"{_kname(prog.kernels, i)}: {text}")
+        for op in k.ops:
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            for ob in index_obligations(op):
+                verdict = decide(ob)
+                if verdict is not None:
+                    problems.append(f"{_kname(prog.kernels, i)}: stablehlo.{op.name} at "
+                                    f"{op.loc}: {ob.what}: {ob.shown()} is {verdict}")
+    return problems
+
+
+def _kernel_shape_problems(k: Kernel, sc: ShapeConstraints) -> list[str]:
+    """A loop kernel writes every output at the index of its loop over outputs[0]."""
+    if k.kind != "loop" or len(k.outputs) < 2:
+        return []
+    ref = k.outputs[0]
+    out = []
+    for v in k.outputs[1:]:
+        if v.rank != ref.rank or any(sc.prove_eq(a, b) is not True
+                                     for a, b in zip(v.shape, ref.shape)):
+            out.append(f"writes {describe_value(v)} over the loop of {describe_value(ref)}, "
+                       f"whose shape is not provably the same")
+    return out
+
+
+class _Decider:
+    """Decides obligations under the constraints; memoised. Returns None when it holds, else
+    'disproven' or 'unproven'."""
+
+    def __init__(self, sc: ShapeConstraints):
+        self.sc = sc
+        self.memo: dict = {}
+        self.prove: dict[str, Callable] = {"==": sc.prove_eq, "<=": sc.prove_le,
+                                           ">=": sc.prove_ge, "<": sc.prove_lt,
+                                           ">": sc.prove_gt}
+
+    def __call__(self, ob) -> str | None:
+        key = ob.key()
+        if key not in self.memo:
+            self.memo[key] = self._decide(ob)
+        return self.memo[key]
+
+    def _decide(self, ob) -> str | None:
+        verdicts = [self._one(alt, ob.count) for alt in ob.alternatives]
+        if None in verdicts:
+            return None
+        return "unproven" if "unproven" in verdicts else "disproven"
+
+    def _one(self, alt, count) -> str | None:
+        sc = self.sc
+        if count is not None and sc.prove_eq(count, 0) is True:
+            return None         # the op touches nothing
+        if all(self._holds(fact, count) for fact in alt):
+            return None
+        nonempty = count is None or sc.prove_ge(count, 1) is True
+        if nonempty and any(self.prove[cmp](lhs, rhs) is False for lhs, cmp, rhs in alt):
+            return "disproven"
+        return "unproven"
+
+    def _holds(self, fact, count) -> bool:
+        lhs, cmp, rhs = fact
+        if self.prove[cmp](lhs, rhs) is True:
+            return True
+        if count is None or cmp not in ("<=", ">="):
+            return False
+        slack = lhs - rhs if cmp == "<=" else rhs - lhs
+        # the launcher's "needed unless empty" check (shape_prop.bound_unless_empty)
+        return self.sc.prove_le(symbolic.dmin(count, slack), 0) is True
+
+
+# ---------------------------------------------------------------------------- index rules
+
+Fact = tuple     # (lhs, cmp, rhs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Obligation:
+    """What one op's index map needs: any one of `alternatives` (each a conjunction of facts)
+    must hold, unless the op touches no element (`count`, the elements it reads or writes,
+    is 0; None when the obligation holds regardless)."""
+    what: str
+    alternatives: tuple
+    count: Dim | None = None
+
+    def key(self):
+        return self.alternatives, self.count
+
+    def shown(self) -> str:
+        alts = [" and ".join(f"{l} {c} {r}" for l, c, r in alt) for alt in self.alternatives]
+        return " or ".join(f"({a})" if len(self.alternatives) > 1 else a for a in alts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _prod_of(dims: tuple) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _prod(dims) -> Dim:
+    return _prod_of(tuple(dims))
+
+
+def _need(out: list, what: str, *alternatives, count: Dim | None = None) -> None:
+    """Record an obligation unless one alternative is trivially true (equal expressions)."""
+    alts = []
+    for alt in alternatives:
+        facts = tuple(f for f in alt if not (f[1] in ("==", "<=", ">=") and f[0] == f[2]))
+        if not facts:
+            return
+        alts.append(facts)
+    out.append(Obligation(what, tuple(alts), count))
+
+
+def _impossible(out: list, what: str) -> None:
+    out.append(Obligation(what, (((0, "==", 1),),)))
+
+
+def _same_shape(out: list, x: Value, shape, what: str, count: Dim | None) -> None:
+    if x.rank != len(shape):
+        return _impossible(out, f"{what}: rank {x.rank} against rank {len(shape)}")
+    for a, (xd, d) in enumerate(zip(x.shape, shape)):
+        _need(out, f"{what}, axis {a}", ((xd, "==", d),), count=count)
+
+
+def _rule_elementwise(op: Op, out: list) -> None:
+    v = op.results[0]
+    if op.name == "bitcast_convert" and bit_width(op.operands[0].dtype) != bit_width(v.dtype):
+        return      # between widths: a kernel of its own (bitcast), not an index map
+    for i, x in enumerate(op.operands):
+        if x.rank:      # rank-0 operands are read at ()
+            _same_shape(out, x, v.shape, f"operand {i} read at the result's index",
+                        _prod(v.shape))
+
+
+def _rule_broadcast(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    dims = op.attrs["broadcast_dimensions"]
+    if len(dims) != x.rank or any(not 0 <= d < v.rank for d in dims):
+        return _impossible(out, f"broadcast_dimensions {dims} for rank {x.rank} -> {v.rank}")
+    for j, d in enumerate(dims):
+        xd, od = x.shape[j], v.shape[d]
+        if xd == 1:
+            continue    # read at 0
+        # read at the result's index, or at 0 when the dim turns out to be 1 at run time
+        _need(out, f"operand axis {j} broadcast to result axis {d}", ((xd, "==", od),),
+              ((xd, ">=", od),), ((xd, "==", 1),), (((xd - 1) * (xd - od), "==", 0),),
+              count=_prod(v.shape))
+
+
+def _rule_transpose(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    perm = op.attrs["permutation"]
+    if sorted(perm) != list(range(x.rank)) or len(perm) != v.rank:
+        return _impossible(out, f"permutation {perm} of rank {x.rank}")
+    for k, p in enumerate(perm):
+        _need(out, f"result axis {k} reads operand axis {p}", ((x.shape[p], "==", v.shape[k]),),
+              count=_prod(v.shape))
+
+
+def _rule_reshape(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    _need(out, "element counts", ((x.num_elements(), "==", v.num_elements()),))
+
+
+def _rule_slice(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    starts, limits, strides = (op.attrs[k] for k in ("start_indices", "limit_indices", "strides"))
+    if not x.rank == v.rank == len(starts) == len(limits) == len(strides):
+        return _impossible(out, "slice attributes of the wrong length")
+    count = _prod(v.shape)
+    for a, (d, s, l, st, n) in enumerate(zip(x.shape, starts, limits, strides, v.shape)):
+        _need(out, f"axis {a}: the start", ((s, ">=", 0),), count=count)
+        # the last index read, start + stride*(size - 1), is below the dim: directly, or
+        # because the size is ceil((limit - start) / stride) and limit <= dim
+        _need(out, f"axis {a}: the last index read", ((s + st * (n - 1), "<=", d - 1),),
+              ((n, "==", symbolic.floordiv(l - s + st - 1, st)), (st, ">=", 1), (l, "<=", d)),
+              count=count)
+
+
+def _rule_reverse(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    _same_shape(out, x, v.shape, "reversed operand", _prod(v.shape))
+
+
+def _rule_concatenate(op: Op, out: list) -> None:
+    v, axis = op.results[0], op.attrs["dimension"]
+    total: Dim = 0
+    for i, x in enumerate(op.operands):
+        if x.rank != v.rank:
+            return _impossible(out, f"operand {i} has rank {x.rank}, the result {v.rank}")
+        total = total + x.shape[axis]
+        for a in range(v.rank):
+            if a != axis:
+                _need(out, f"operand {i} axis {a}", ((x.shape[a], "==", v.shape[a]),),
+                      count=x.num_elements())
+    _need(out, f"the operands' sizes along axis {axis} add up to the result's",
+          ((total, "==", v.shape[axis]),))
+
+
+def _rule_dynamic_slice(op: Op, out: list) -> None:
+    x, v = op.operands[0], op.results[0]
+    sizes = op.attrs["slice_sizes"]
+    if not x.rank == v.rank == len(sizes) == len(op.operands) - 1:
+        return _impossible(out, "dynamic_slice with mismatched ranks")
+    count = _prod(sizes)
+    for a, (d, n, r) in enumerate(zip(x.shape, sizes, v.shape)):
+        # starts are clamped to [0, dim - size]: in bounds when size <= dim
+        _need(out, f"axis {a}: the slice size", ((n, "<=", d),), count=count)
+        _need(out, f"axis {a}: the result size", ((r, "==", n),), count=count)
+
+
+def _rule_dynamic_update_slice(op: Op, out: list) -> None:
+    x, u, v = op.operands[0], op.operands[1], op.results[0]
+    _same_shape(out, x, v.shape, "the operand read at the result's index", _prod(v.shape))
+    if u.rank != x.rank or len(op.operands) != 2 + x.rank:
+        return _impossible(out, "dynamic_update_slice with mismatched ranks")
+    for a, (d, n) in enumerate(zip(x.shape, u.shape)):   # reads of the update are guarded
+        _need(out, f"axis {a}: the update fits the operand", ((n, "<=", d),),
+              count=u.num_elements())
+
+
+def _rule_gather(op: Op, out: list) -> None:
+    x, indices, v = op.operands[0], op.operands[1], op.results[0]
+    dn, sizes = op.attrs["dimension_numbers"], op.attrs["slice_sizes"]
+    if len(sizes) != x.rank:
+        return _impossible(out, "slice_sizes of the wrong length")
+    count = _prod(v.shape)
+    for k, (d, n) in enumerate(zip(x.shape, sizes)):   # starts clamped to [0, dim - size]
+        _need(out, f"operand axis {k}: the slice size", ((n, "<=", d),), count=count)
+    skipped = set(dn["collapsed_slice_dims"]) | set(dn["operand_batching_dims"])
+    window = [d for d in range(x.rank) if d not in skipped]
+    offset_dims = list(dn["offset_dims"])
+    if len(window) != len(offset_dims):
+        return _impossible(out, "offset_dims do not match the window")
+    for j, d in enumerate(window):
+        _need(out, f"result axis {offset_dims[j]}: a window along operand axis {d}",
+              ((v.shape[offset_dims[j]], "<=", sizes[d]),), count=count)
+    ivd = dn["index_vector_dim"]
+    index_dims = [d for d in range(indices.rank) if d != ivd]
+    batch_out = [i for i in range(v.rank) if i not in offset_dims]
+    if len(batch_out) != len(index_dims):
+        return _impossible(out, "batch dims of the result and the indices differ in number")
+    for i, dd in zip(batch_out, index_dims):
+        _need(out, f"result axis {i} reads indices axis {dd}",
+              ((v.shape[i], "<=", indices.shape[dd]),), count=count)
+    if ivd < indices.rank:
+        _need(out, "the index vector", ((len(dn["start_index_map"]), "<=", indices.shape[ivd]),),
+              count=count)
+    for od, idim in zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]):
+        _need(out, f"operand batching axis {od}", ((indices.shape[idim], "<=", x.shape[od]),),
+              count=count)
+
+
+def _rule_reduce(op: Op, out: list) -> None:
+    n = len(op.results)
+    dims = set(op.attrs["dimensions"])
+    for i, (x, r) in enumerate(zip(op.operands[:n], op.results)):
+        kept = [d for a, d in enumerate(x.shape) if a not in dims]
+        if len(kept) != r.rank:
+            return _impossible(out, f"result {i} has rank {r.rank}, not {len(kept)}")
+        for a, (d, rd) in enumerate(zip(kept, r.shape)):
+            _need(out, f"result {i} axis {a}", ((d, "==", rd),), count=x.num_elements())
+        if i:
+            _same_shape(out, x, op.operands[0].shape, f"input {i} against input 0",
+                        x.num_elements())
+
+
+def _rule_scalar_operands(positions: slice) -> Callable:
+    def rule(op: Op, out: list) -> None:
+        for i, x in enumerate(op.operands[positions]):
+            if x.rank:
+                _impossible(out, f"operand {i} must be a scalar, has rank {x.rank}")
+    return rule
+
+
+_SAME_INDEX = ELEMENTWISE | {"select", "clamp", "map"}
+_RULES: dict[str, Callable] = {
+    "broadcast_in_dim": _rule_broadcast, "transpose": _rule_transpose,
+    "reshape": _rule_reshape, "slice": _rule_slice, "reverse": _rule_reverse,
+    "concatenate": _rule_concatenate, "dynamic_slice": _rule_dynamic_slice,
+    "dynamic_update_slice": _rule_dynamic_update_slice, "gather": _rule_gather,
+    "reduce": _rule_reduce, "pad": _rule_scalar_operands(slice(1, 2)),
+}
+
+
+def index_obligations(op: Op) -> list[Obligation]:
+    """What `op`'s index map needs of the symbolic shapes (empty for ops without one)."""
+    rule = _RULES.get(op.name) or (_rule_elementwise if op.name in _SAME_INDEX else None)
+    out: list[Obligation] = []
+    if rule is not None and op.results:
+        rule(op, out)
+    return out
