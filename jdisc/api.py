@@ -180,7 +180,10 @@ def lower_to_ir(fun: Callable, *args, dynamic_axes: Any = None, constraints: Seq
     """The IR jdisc.jit would compile for these (dynamic, positional) arguments."""
     names = positional_names(fun, len(args))
     leaves, in_tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
-    return program_of(export_function(fun, leaves, in_tree, constraints))
+    check_input_dtypes(leaves, getattr(fun, "__name__", "fn"))
+    with compile_stage("the export"):
+        exported = export_function(fun, leaves, in_tree, constraints)
+    return program_of(exported)
 
 
 def compile_exported(exported: ExportedFunction):

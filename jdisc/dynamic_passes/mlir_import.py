@@ -135,7 +135,7 @@ def _scalar_attr_value(a: ir.Attribute) -> Any:
     for cls in (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr):
         if isinstance(a, cls):
             return cls(a).value
-    raise JdiscError(f"cannot read scalar attribute {a}")
+    raise UnsupportedOpError(f"cannot read the scalar attribute {a}")
 
 
 _DENSE_HEX = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
@@ -157,7 +157,7 @@ def _dense_bf16(a: ir.Attribute, shape: Sequence[int]) -> np.ndarray:
                          int(np.array(float(t), ml_dtypes.bfloat16).view(np.uint16))
                          for t in _DENSE_TOKEN.findall(body.removeprefix("dense<"))], np.uint16)
     if bits.size != int(np.prod(shape, dtype=np.int64)):
-        raise JdiscError(f"cannot read the bf16 constant {body[:80]}")
+        raise ValueError(f"cannot read the bf16 constant {body[:80]}")   # a bug: CompileError
     return bits.astype(np.uint16).view(ml_dtypes.bfloat16).reshape(shape)
 
 
@@ -311,7 +311,7 @@ class _Importer:
                 raise internal_error("the MLIR import", err, op=where) from err
             if done is not None:
                 return done
-        raise JdiscError("block without a terminator")
+        raise ValueError("block without a terminator")   # a bug: CompileError
 
     def import_op(self, o, env, ops: list[Op]) -> list[Value] | None:
         """Import one MLIR op into `ops`; returns the block's results at its terminator."""
@@ -409,7 +409,10 @@ class _Importer:
             if why is not None:
                 problems.append(f"attribute '{name}' of element type {dtype} ({why})")
                 continue
-            attrs[name] = convert_attr(name, a)
+            try:
+                attrs[name] = convert_attr(name, a)
+            except UnsupportedOpError as err:
+                problems.append(f"attribute '{name}': {err}")
         if problems:
             attrs["unsupported"] = "; ".join(problems)
         return attrs
@@ -454,7 +457,7 @@ def import_module(module: ir.Module, name: str, input_names: Sequence[str] | Non
     imp = _Importer(module)
     main = imp.funcs.get("main")
     if main is None:
-        raise JdiscError("the StableHLO module has no @main function")
+        raise ArgumentError("the StableHLO module has no @main function")
     fn_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     params, inputs = [], []
     for i, t in enumerate(fn_type.inputs):
@@ -462,7 +465,7 @@ def import_module(module: ir.Module, name: str, input_names: Sequence[str] | Non
         if input_shapes is not None:
             shape = tuple(input_shapes[i])
             if len(shape) != len(static):
-                raise JdiscError(f"input {i}: rank {len(static)} in StableHLO, "
+                raise ValueError(f"input {i}: rank {len(static)} in StableHLO, "
                                  f"{len(shape)} in the given shapes")
         else:
             shape = tuple(symbolic.var(f"d{i}_{j}") if d is None else d

@@ -30,7 +30,7 @@ from jdisc.dynamic_passes.memory_plan import plan_memory
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
 from jdisc.dynamic_passes.verify import verify
-from jdisc.errors import compile_stage
+from jdisc.errors import JdiscError, compile_stage, internal_error
 
 Pass = Callable[[Program], Program]
 
@@ -107,10 +107,15 @@ def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
                dump_as: str | None = None) -> Program:
     where = dump_as or prog.name
     for i, p in enumerate(passes):
-        with compile_stage(f"the pass '{p.__name__}' of '{where}'"):
+        stage = f"the pass '{p.__name__}' of '{where}'"
+        with compile_stage(stage):
             prog = p(prog)
-            if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
-                verify(prog)
+        if dump_dir() is not None or os.environ.get("JDISC_VERIFY"):
+            with compile_stage(f"verifying the IR after {stage}"):
+                try:
+                    verify(prog)
+                except JdiscError as err:   # the IR is malformed: a bug in that pass
+                    raise internal_error(f"verifying the IR after {stage}", err) from err
         if dump_dir() is not None:
             dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), where)
     if prog.memory is not None and check_plan_enabled():
