@@ -68,8 +68,10 @@ def format_info(d: dict) -> str:
 
 
 def clear(root: str | None = None) -> tuple[int, int]:
-    """Remove every entry not in use; returns (removed, skipped because in use)."""
+    """Remove every entry not in use, and the compiler probes' verdicts (probe.py: they are
+    redone on the next compile); returns (removed, skipped because in use)."""
     removed = busy = 0
+    shutil.rmtree(Path(root or compiler.cache_dir()) / "probes", ignore_errors=True)
     for e in entries(root):
         try:
             lock = open(e / "lock", "a+b")
