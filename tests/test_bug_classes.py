@@ -138,3 +138,14 @@ def test_reduce_with_a_non_identity_init_in_a_stitch_kernel():
     for n in (1, 6, 17, 40):   # the reduction's consumer joins it: 16 lanes, one init
         x = np.ones((3, n), np.float32)
         assert_close(jf(x), x - (n + 1.5), 0, f"n={n}")
+
+
+def test_row_reductions_with_rows_of_size_one():
+    # a static row dim of size 1 is always index 0: still the reduction's own row
+    f = lambda x: (jnp.max(x, axis=1), x - jnp.max(x, axis=-1, keepdims=True) * x[:, :1])
+    for shape in ((1, 3), (1, 1)):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) - 1
+        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, 0),
+                               jdisc.jit(f, dynamic_axes=(None,))(x), jax.jit(f)(x))
+    check_against_jax(f, ({1: "n"},), lambda n: (np.linspace(-1, 1, n, dtype=np.float32)[None],),
+                      SIZES)

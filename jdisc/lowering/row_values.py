@@ -99,14 +99,16 @@ def _reshape_index(v: Value, x: Value, idx: tuple) -> tuple:
     return tuple(sub)
 
 
-def row_values(kernel: Kernel, k: int, written: set[int]) -> set[int]:
+def row_values(kernel: Kernel, rows_dims, written: set[int]) -> set[int]:
     """Ids of the values in `kernel` read only at the row index (i0..i{k-1}, 0, ...): safe to
     compute once per row. Values in `written` (outputs, written per element; a stitch kernel's
     reduce results, which are per-row accumulators) never count; a reduce result read at
     any other index than its row is a planning error (fusion's row-structure validation keeps
     such reads out of stitch kernels)."""
+    k = len(rows_dims)
     reads = _reads(kernel, k)
-    row = tuple(("row", j) for j in range(k))
+    # the row index as _norm writes it: a row dim of size 1 is always index 0
+    row = tuple(ZERO if d == 1 else ("row", j) for j, d in enumerate(rows_dims))
     inside = {r.id for op in kernel.ops for r in op.results}
     at_row = {vid for vid, idx in reads.items()
               if vid in inside and len(idx) >= k and idx[:k] == row
