@@ -81,6 +81,7 @@ def test_diffrax_adaptive_tsit5(rng, field):
                 TOL_ADAPTIVE, what="diffrax Tsit5 + PIDController")
 
 
+@pytest.mark.slow     # the adaptive solve above covers diffrax in the default run
 def test_diffrax_fixed_step_heun(rng, field):
     params, static = field
 

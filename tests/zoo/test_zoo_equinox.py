@@ -70,7 +70,7 @@ def test_equinox_rope_encoder(rng):
     S = 9
     check_model(fn, (None, {0: "B"}, {0: "B"}),
                 lambda B: (params, normal(rng, B, S, D), padding_mask(rng, B, S)),
-                BATCH_ONLY, TOL_GEMM, what="eqx RoPE encoder")
+                BATCH_ONLY, TOL_GEMM, what="eqx RoPE encoder", trace_first=True)
 
 
 class CNN(eqx.Module):

@@ -76,8 +76,6 @@ def test_linen_causal_decoder(rng, decoder_params):
                 BATCH_SEQ, TOL_GEMM, what="linen Decoder")
 
 
-@pytest.mark.xfail(strict=True, reason="bug 1: per-row values judged from shape in loop kernels "
-                   "(make_attention_mask(pad, pad) feeding a select reads the key mask per row)")
 def test_linen_padded_encoder(rng):
     model = Encoder()
     tokens = np.zeros((2, 5), np.int32)

@@ -42,8 +42,6 @@ def resnet_train(x):
     return net(x, is_training=True)
 
 
-@pytest.mark.xfail(strict=True, reason="new: a kernel reads the scalar 1-decay before the merged "
-                   "kernel that produces it runs (hk.BatchNorm mean EMA garbage), see zoo_findings Z2")
 def test_haiku_resnet_train(rng):
     model = hk.transform_with_state(resnet_train)
     params, state = init(model, np.zeros((2, 16, 16, 3), np.float32))

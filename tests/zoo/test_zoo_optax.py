@@ -65,6 +65,7 @@ class SeqRegressor(nn.Module):
         return nn.Dense(1)((x * w).sum(1) / jnp.maximum(w.sum(1), 1.0))[:, 0]
 
 
+@pytest.mark.slow     # ~3x the adamw step (conv + GRU backward); that one covers optax by default
 def test_optax_sgd_momentum_schedule_seq_step(rng):
     # a learning-rate schedule reads the step count from the optimizer state
     model = SeqRegressor()

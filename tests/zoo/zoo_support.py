@@ -65,19 +65,20 @@ def to_numpy(tree):
     return jax.tree_util.tree_map(np.asarray, tree)
 
 
-def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), what=None):
+def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), what=None,
+                trace_first=False):
     """jdisc.jit(fn) against jax.jit(fn) at each shape in `shapes` (dicts of dim values, passed to
     `make_args(**shape)`), with exactly one jdisc compile and no XLA compile during the jdisc calls.
 
-    All arguments are made before counting starts (making them may run XLA). Returns the jdisc
-    function so that a test can inspect it further."""
+    All arguments are made before counting starts (making them may run XLA). `trace_first`:
+    trace fn once before counting, for models that compute constants eagerly at trace time and
+    cache them (eqx.nn.RotaryPositionalEmbedding's sin/cos table): that is XLA work of the
+    model's, not of the jdisc calls. Returns the jdisc function for further inspection."""
     check_shape_plan(shapes)
     what = what or getattr(fn, "__name__", "model")
     arg_sets = [make_args(**s) for s in shapes]
-    # Trace once first: some models compute constants eagerly at trace time and cache them (e.g.
-    # eqx.nn.RotaryPositionalEmbedding's sin/cos table), which is XLA work of the model's, not of
-    # the jdisc calls counted below.
-    jax.eval_shape(fn, *arg_sets[0])
+    if trace_first:
+        jax.eval_shape(fn, *arg_sets[0])
     jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
     outs = []
     with XLA_COMPILES.counting() as seen:
