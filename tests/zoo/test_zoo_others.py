@@ -1,0 +1,75 @@
+"""Zoo: models from other JAX libraries installed with the zoo's: jmp mixed precision (haiku
+MLP computing in bfloat16) and an optimistix deep-equilibrium layer (a fixed point found by a
+data-dependent while loop).
+
+Tolerances (max |jdisc - jax| relative to the output's scale, see conftest.assert_close):
+* TOL_BF16 = 2e-2: the MLP computes in bfloat16 (8 significant bits: one ulp is 2^-8 = 3.9e-3
+  relative). jdisc computes bf16 ops in f32 and rounds each result like XLA, but a GEMM's f32
+  accumulation order differs, so an intermediate that lies near a rounding boundary may round
+  the other way: one bf16 ulp per layer, three layers, ~1.2e-2 at worst.
+* TOL_FIXED_POINT = 1e-4: both sides iterate z = tanh(W z + U x + b) (a contraction: W is scaled
+  to spectral norm < 0.5) until the change is below rtol = atol = 1e-5; if both stop at the same
+  iteration (the test compares the step counts exactly) they differ by f32 rounding (~1e-6);
+  1e-4 stays below the solver's own tolerance x the contraction factor's 1/(1 - 0.5).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, normal, to_numpy
+
+TOL_BF16 = 2e-2
+TOL_FIXED_POINT = 1e-4
+
+
+def test_jmp_haiku_mixed_precision_mlp(rng):
+    jmp = pytest.importorskip("jmp")
+    hk = pytest.importorskip("haiku")
+    policy = jmp.get_policy("params=float32,compute=bfloat16,output=float32")
+
+    def mlp(x):
+        hk.mixed_precision.set_policy(hk.nets.MLP, policy)
+        try:
+            return hk.nets.MLP([32, 32, 4], activation=jax.nn.gelu)(x)
+        finally:
+            hk.mixed_precision.clear_policy(hk.nets.MLP)
+
+    model = hk.without_apply_rng(hk.transform(mlp))
+    params = to_numpy(jax.jit(model.init)(jax.random.PRNGKey(0), np.zeros((2, 5, 8), np.float32)))
+    check_model(model.apply, (None, {0: "B", 1: "S"}),
+                lambda B, S: (params, normal(rng, B, S, 8)), BATCH_SEQ, TOL_BF16,
+                what="jmp bf16 haiku MLP")
+
+
+@pytest.fixture
+def no_host_callbacks():
+    """optimistix checks a failed solve with equinox's error_if (a host callback jax.export
+    cannot serialise); throw=False and EQX_ON_ERROR "off" (read at import, hence patched)."""
+    errors = pytest.importorskip("equinox._errors")
+    before, errors.EQX_ON_ERROR = errors.EQX_ON_ERROR, "off"
+    yield
+    errors.EQX_ON_ERROR = before
+
+
+def test_optimistix_deep_equilibrium_layer(rng, no_host_callbacks):
+    optx = pytest.importorskip("optimistix")
+    D, H = 6, 12
+    w = normal(rng, H, H)
+    params = {"W": (0.45 * w / np.linalg.norm(w, 2)).astype(np.float32),
+              "U": normal(rng, D, H, scale=0.5), "b": normal(rng, H, scale=0.1),
+              "V": normal(rng, H, 3)}
+
+    def deq(params, x):                                  # x [B, D]
+        inject = x @ params["U"] + params["b"]
+
+        def layer(z, inject):
+            return jnp.tanh(z @ params["W"] + inject)
+
+        sol = optx.fixed_point(layer, optx.FixedPointIteration(rtol=1e-5, atol=1e-5),
+                               jnp.zeros_like(inject), args=inject, max_steps=200, throw=False)
+        return sol.value @ params["V"], sol.stats["num_steps"]
+
+    check_model(deq, (None, {0: "B"}), lambda B: (params, normal(rng, B, D)), BATCH_ONLY,
+                TOL_FIXED_POINT, what="optimistix DEQ")
