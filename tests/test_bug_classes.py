@@ -74,6 +74,16 @@ def test_jnp_var_with_where_keepdims():
                                  np.ones((n, 4), bool)), (1, 2, 5, 13), tol=1e-5)
 
 
+def test_value_read_by_a_fused_op_and_by_a_materialised_broadcast():
+    # v feeds a multiply (fused, broadcast along columns) and v[None], a program output that is
+    # its own kernel: that kernel reads v, so v must be written even though the multiply
+    # recomputes it
+    def g(x):
+        v = x.reshape(x.shape[0], 1)
+        return v * x, v[None]
+    check_against_jax(g, ({0: "a"},), lambda n: (np.arange(n, dtype=np.float32),), SIZES)
+
+
 # -- 3. compile time is linear in the depth of a fused DAG --------------------------------------
 
 @pytest.mark.parametrize("chains", [1, 3])

@@ -160,14 +160,16 @@ class _Group:
         return n
 
 
-def _effective_users(v: Value, users: dict[int, list[Op]], expanding: bool = False
-                     ) -> list[tuple[Op, bool]]:
-    """Consumers of v, looking through broadcasts; each with whether the path expands v."""
+def _effective_users(v: Value, users: dict[int, list[Op]], materialised: set[int],
+                     expanding: bool = False) -> list[tuple[Op, bool]]:
+    """Consumers of v, looking through the broadcasts that are recomputed in their consumers
+    (not those written to memory: such a broadcast is a kernel reading v); each with whether
+    the path expands v."""
     out = []
     for u in users.get(v.id, []):
-        if u.name == "broadcast_in_dim":
+        if u.name == "broadcast_in_dim" and u.results[0].id not in materialised:
             grows = not _same(_numel(u.results[0]), _numel(v))
-            out += _effective_users(u.results[0], users, expanding or grows)
+            out += _effective_users(u.results[0], users, materialised, expanding or grows)
         else:
             out.append((u, expanding))
     return out
@@ -194,7 +196,7 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
             continue
         target = None
         if len(op.results) == 1 and v.id not in results and id(op) not in forced:
-            eff = _effective_users(v, users)
+            eff = _effective_users(v, users, results)
             ugroups = {id(group_of[id(u)]): group_of[id(u)] for u, _ in eff if id(u) in group_of}
             if len(ugroups) == 1 and all(id(u) in group_of for u, _ in eff):
                 g = next(iter(ugroups.values()))
