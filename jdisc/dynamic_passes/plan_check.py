@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
@@ -327,9 +328,21 @@ class _Decider:
     def __init__(self, sc: ShapeConstraints):
         self.sc = sc
         self.memo: dict = {}
-        self.prove: dict[str, Callable] = {"==": sc.prove_eq, "<=": sc.prove_le,
-                                           ">=": sc.prove_ge, "<": sc.prove_lt,
-                                           ">": sc.prove_gt}
+        self.prove: dict[str, Callable] = {
+            "==": self._eq, "<=": lambda a, b: self._ge(b, a), ">=": self._ge,
+            "<": lambda a, b: self._ge(b, a + 1), ">": lambda a, b: self._ge(a, b + 1)}
+
+    def _ge(self, a, b) -> bool | None:
+        found = self.sc.prove_ge(a, b)
+        if found is None and division_proves_nonneg(self.sc, a - b):
+            return True
+        return found
+
+    def _eq(self, a, b) -> bool | None:
+        found = self.sc.prove_eq(a, b)
+        if found is None and self._ge(a, b) is True and self._ge(b, a) is True:
+            return True
+        return found
 
     def __call__(self, ob) -> str | None:
         key = ob.key()
@@ -363,6 +376,42 @@ class _Decider:
         slack = lhs - rhs if cmp == "<=" else rhs - lhs
         # the launcher's "needed unless empty" check (shape_prop.bound_unless_empty)
         return self.sc.prove_le(symbolic.dmin(count, slack), 0) is True
+
+
+def division_proves_nonneg(sc: ShapeConstraints, d: Dim) -> bool:
+    """d >= 0, proven by writing each variable v that d divides by a constant m (in floordiv(v,
+    m) or mod(v, m) atoms) as m*q + r with 0 <= r < m. Interval bounds lose the correlation
+    between v and floordiv(v, m) (they cannot show `floordiv(v, 4) <= v`); in q and r it is
+    explicit (`q <= 4*q + r`). Sound: every v >= 0 has exactly one such q, r."""
+    d = sc.canonical(d)
+    if isinstance(d, int):
+        return d >= 0
+    divisors: dict[str, int] = {}
+    for mono, _ in d.terms:
+        for atom, _ in mono.factors:
+            if atom.op in ("floordiv", "mod") and isinstance(atom.args[1], int) \
+                    and atom.args[1] > 1:
+                names = symbolic.variables(atom.args[0])
+                if len(names) == 1:
+                    name = next(iter(names))
+                    divisors[name] = math.lcm(divisors.get(name, 1), atom.args[1])
+    if not divisors:
+        return False
+    mapping, var_bounds = {}, {}
+    for name in symbolic.variables(d):
+        var_bounds[name] = sc.bounds(symbolic.var(name))
+    for name, m in divisors.items():
+        lo, hi = var_bounds[name]
+        if lo < 0:
+            continue        # a signed value: floor semantics differ, leave it alone
+        q, r = f"{name}__q{m}", f"{name}__r{m}"
+        mapping[name] = m * symbolic.var(q) + symbolic.var(r)
+        var_bounds[q] = (lo // m, hi if hi == math.inf else hi // m)
+        var_bounds[r] = (0, 0) if sc.divisible(symbolic.var(name), m) is True else (0, m - 1)
+    if not mapping:
+        return False
+    rewritten = symbolic.substitute(d, mapping)
+    return symbolic.bounds(rewritten, var_bounds)[0] >= 0
 
 
 # ---------------------------------------------------------------------------- index rules
