@@ -212,6 +212,11 @@ def test_internal_errors_in_later_stages(monkeypatch):
     _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "export")
 
 
+def test_internal_error_in_package_export(monkeypatch):
+    monkeypatch.setattr(api, "generate", _boom)
+    _expect_internal(lambda: jdisc.export(_fn, X, dynamic_axes=N), "C generation")
+
+
 def test_internal_error_in_compile_stablehlo(monkeypatch):
     monkeypatch.setattr(runtime, "load", _boom)
     _expect_internal(lambda: jdisc.compile_stablehlo(
