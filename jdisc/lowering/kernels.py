@@ -461,6 +461,9 @@ def render_body(w: CWriter, r: _Renderer, block, args: list[str]) -> list[str]:
         if op.name == "constant":
             env[res.id] = literal(op.attrs["value"].reshape(-1)[0], res.dtype)
             continue
+        if op.name in ("broadcast_in_dim", "reshape"):   # of a scalar, in a scalar region
+            env[res.id] = arg(op.operands[0])
+            continue
         expr = render_scalar(op, [arg(v) for v in op.operands],
                              [v.dtype for v in op.operands], res.dtype)
         name = f"t{r.count}"
