@@ -24,10 +24,10 @@ user's program: it raises CompileError naming the kernels, ops and values involv
 4. Index maps. Each op inside a kernel maps an in-bounds index of its result to the indices of
    its operands it reads (broadcast_in_dim, transpose, reshape, slice, reverse, concatenate,
    dynamic_slice and gather after clamping, dynamic_update_slice, elementwise ops, reduce;
-   the rules are in plan_index.py;
    pad's and dynamic_update_slice's guarded reads need no bound). By induction from the
    kernel's loop over its output, all reads are in bounds when every op's map is. Each map
-   yields obligations over the symbolic shapes, e.g. `start + stride*(size - 1) < dim`.
+   yields obligations over the symbolic shapes, e.g. `start + stride*(size - 1) < dim`
+   (plan_index.py); a loop kernel's extra outputs must have the shape of the first.
 
 Policy for index obligations. An obligation is decided under the program's constraints
 (`prog.constraints`: every launcher check of the program and, in a region, of its scope holds
