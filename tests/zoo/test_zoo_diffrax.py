@@ -20,7 +20,7 @@ import pytest
 diffrax = pytest.importorskip("diffrax")
 eqx = pytest.importorskip("equinox")
 
-from zoo_support import BATCH_ONLY, check_model, normal, to_numpy
+from zoo_support import BATCH_ONLY, check_model, cheap_random, normal, to_numpy
 
 TOL_ADAPTIVE = 1e-4
 TOL_FIXED = 2e-5
@@ -59,7 +59,8 @@ def no_host_callbacks():
 
 @pytest.fixture(scope="module")
 def field():
-    model = eqx.filter_jit(lambda: Field(jax.random.PRNGKey(0)))()
+    with cheap_random():
+        model = eqx.filter_jit(lambda: Field(jax.random.PRNGKey(0)))()
     params, static = eqx.partition(model, eqx.is_array)
     return to_numpy(params), static
 
@@ -77,8 +78,10 @@ def test_diffrax_adaptive_tsit5(rng, field):
                                   max_steps=256, throw=False)
         return sol.ys, sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"]
 
+    # trace_first: tracing diffeqsolve runs two small XLA computations eagerly (constants it
+    # caches); they are the model's trace-time work, not the jdisc calls'
     check_model(solve, (None, {0: "B"}), lambda B: (params, normal(rng, B, D)), BATCH_ONLY,
-                TOL_ADAPTIVE, what="diffrax Tsit5 + PIDController")
+                TOL_ADAPTIVE, what="diffrax Tsit5 + PIDController", trace_first=True)
 
 
 @pytest.mark.slow     # the adaptive solve above covers diffrax in the default run
@@ -93,4 +96,4 @@ def test_diffrax_fixed_step_heun(rng, field):
         return sol.ys[0]
 
     check_model(solve, (None, {0: "B"}), lambda B: (params, normal(rng, B, D)), BATCH_ONLY,
-                TOL_FIXED, what="diffrax Heun")
+                TOL_FIXED, what="diffrax Heun", trace_first=True)

@@ -18,7 +18,8 @@ import pytest
 
 eqx = pytest.importorskip("equinox")
 
-from zoo_support import BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, normal, padding_mask, to_numpy
+from zoo_support import (BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, cheap_random, normal,
+                         padding_mask, to_numpy)
 
 TOL_GEMM = 2e-5
 TOL_RECURRENT = 2e-5
@@ -26,8 +27,10 @@ D, HEADS = 16, 2
 
 
 def pure(make):
-    """(params, static) of a model built under eqx.filter_jit (one XLA compile)."""
-    model = eqx.filter_jit(make)()
+    """(params, static) of a model built under eqx.filter_jit (one XLA compile), with cheap
+    random numbers."""
+    with cheap_random():
+        model = eqx.filter_jit(make)()
     params, static = eqx.partition(model, eqx.is_array)
     return to_numpy(params), static
 

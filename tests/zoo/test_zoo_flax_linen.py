@@ -15,7 +15,8 @@ import pytest
 
 nn = pytest.importorskip("flax.linen")
 
-from zoo_support import BATCH_HW, BATCH_SEQ, check_model, normal, padding_mask, to_numpy
+from zoo_support import (BATCH_HW, BATCH_SEQ, check_model, init_params, normal, padding_mask,
+                         to_numpy)
 
 TOL_GEMM = 2e-5
 TOL_RECURRENT = 2e-5
@@ -67,7 +68,7 @@ TOKEN_AXES = (None, {0: "B", 1: "S"}, {0: "B", 1: "S"})
 @pytest.fixture(scope="module")
 def decoder_params():
     tokens = np.zeros((2, 5), np.int32)
-    return to_numpy(jax.jit(Decoder().init)(jax.random.key(0), tokens, tokens))
+    return init_params(Decoder().init, tokens, tokens)
 
 
 def test_linen_causal_decoder(rng, decoder_params):
@@ -79,7 +80,7 @@ def test_linen_causal_decoder(rng, decoder_params):
 def test_linen_padded_encoder(rng):
     model = Encoder()
     tokens = np.zeros((2, 5), np.int32)
-    params = to_numpy(jax.jit(model.init)(jax.random.key(0), tokens, tokens))
+    params = init_params(model.init, tokens, tokens)
     check_model(model.apply, TOKEN_AXES, lambda B, S: token_args(rng, params, B, S),
                 BATCH_SEQ, TOL_GEMM, what="linen Encoder")
 
@@ -148,7 +149,7 @@ def image_args(rng, params, B, H, W):
                    "dim raises TypeError")
 def test_linen_strided_cnn_batchnorm_train(rng):
     model = StridedCNN()
-    variables = to_numpy(jax.jit(model.init)(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32)))
+    variables = init_params(model.init, np.zeros((2, 8, 8, 3), np.float32))
 
     def train_forward(variables, x):
         # logits and the updated running statistics (batch mean/var over B, H, W)
@@ -160,7 +161,7 @@ def test_linen_strided_cnn_batchnorm_train(rng):
 
 def test_linen_resnet_blocks(rng):
     model = ResNetTiny()
-    variables = jax.jit(model.init)(jax.random.key(0), np.zeros((2, 8, 8, 3), np.float32))
+    variables = init_params(model.init, np.zeros((2, 8, 8, 3), np.float32))
     # non-trivial running statistics, so that eval-mode BatchNorm is not the identity
     variables = jax.tree_util.tree_map(
         lambda v: np.asarray(v) + normal(rng, *v.shape, scale=0.1) ** 2, variables)
@@ -182,8 +183,7 @@ class Recurrent(nn.Module):
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_linen_rnn(cell, rng):
     model = Recurrent(cell)
-    params = to_numpy(jax.jit(model.init)(jax.random.key(0), np.zeros((2, 5, 6), np.float32),
-                                 np.array([5, 3], np.int32)))
+    params = init_params(model.init, np.zeros((2, 5, 6), np.float32), np.array([5, 3], np.int32))
 
     def make_args(B, S):
         lens = rng.integers(1, S + 1, B).astype(np.int32)

@@ -18,7 +18,7 @@ import pytest
 
 hk = pytest.importorskip("haiku")
 
-from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, normal, padding_mask, to_numpy
+from zoo_support import BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal, padding_mask
 
 TOL_GEMM = 2e-5
 TOL_RECURRENT = 2e-5
@@ -31,7 +31,7 @@ TOL_BN_TRAIN = 1e-3
 
 def init(transformed, *example):
     """Parameters (and state) from one jitted init (one XLA compile, not one per op)."""
-    return to_numpy(jax.jit(transformed.init)(jax.random.PRNGKey(0), *example))
+    return init_params(transformed.init, *example)
 
 
 # ------------------------------------------------------------------ ResNet (hk.nets.ResNet)
@@ -42,6 +42,7 @@ def resnet_train(x):
     return net(x, is_training=True)
 
 
+@pytest.mark.slow     # ~3x a small model's compile; test_haiku_batchnorm_train_cnn runs by default
 def test_haiku_resnet_train(rng):
     model = hk.transform_with_state(resnet_train)
     params, state = init(model, np.zeros((2, 16, 16, 3), np.float32))
@@ -57,6 +58,29 @@ def test_haiku_resnet_train(rng):
                 what="hk.nets.ResNet (train)")
 
 
+def bn_cnn_train(x):
+    """hk.Conv2D, hk.BatchNorm in train mode (batch statistics over dynamic B, H, W, and its
+    moving averages: the pattern whose EMA once read a scalar before it was written),
+    hk.max_pool and hk.avg_pool over dynamic H/W."""
+    x = hk.Conv2D(8, 3, padding="SAME")(x)
+    x = jax.nn.relu(hk.BatchNorm(True, True, 0.9)(x, is_training=True))
+    x = hk.max_pool(x, window_shape=(1, 3, 3, 1), strides=1, padding="SAME")
+    x = hk.avg_pool(x, window_shape=(1, 2, 2, 1), strides=1, padding="SAME")
+    return hk.Linear(10)(x.mean(axis=(1, 2)))
+
+
+def test_haiku_batchnorm_train_cnn(rng):
+    model = hk.transform_with_state(bn_cnn_train)
+    params, state = init(model, np.zeros((2, 8, 8, 3), np.float32))
+
+    def train_forward(params, state, x):
+        return model.apply(params, state, None, x)           # logits, new BatchNorm state
+
+    check_model(train_forward, (None, None, {0: "B", 1: "H", 2: "W"}),
+                lambda B, H, W: (params, state, normal(rng, B, H, W, 3)), BATCH_HW, TOL_GEMM,
+                what="haiku BatchNorm CNN (train)")
+
+
 # ------------------------------------------------------- transformer (hk.MultiHeadAttention)
 
 def decoder(tokens, pad):
@@ -67,7 +91,7 @@ def decoder(tokens, pad):
     mask = causal[None, None] & (pad[:, None, None, :] > 0)         # [B, 1, S, S]
     embed = hk.Embed(vocab_size=32, embed_dim=D)
     x = embed(tokens)
-    for _ in range(2):
+    for _ in range(1):
         h = hk.LayerNorm(-1, True, True)(x)
         x = x + hk.MultiHeadAttention(num_heads=2, key_size=8, model_size=D,
                                       w_init=hk.initializers.VarianceScaling(1.0))(h, h, h, mask)

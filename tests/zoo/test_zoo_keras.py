@@ -22,6 +22,8 @@ TOL_RECURRENT = 2e-5
 
 @pytest.fixture(autouse=True)
 def seeded():
+    # keras draws its initial weights eagerly from its own seed generator (threefry keys of
+    # shape [2]: zoo_support.cheap_random() does not apply)
     keras.utils.set_random_seed(0)
 
 

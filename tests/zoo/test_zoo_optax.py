@@ -20,7 +20,7 @@ import pytest
 optax = pytest.importorskip("optax")
 nn = pytest.importorskip("flax.linen")
 
-from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, normal, to_numpy
+from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal, to_numpy
 
 TOL_STEP = 1e-4
 
@@ -35,7 +35,7 @@ class Classifier(nn.Module):
 
 def test_optax_adamw_clip_train_step(rng):
     model = Classifier()
-    params = to_numpy(jax.jit(model.init)(jax.random.key(0), np.zeros((2, 8), np.float32)))
+    params = init_params(model.init, np.zeros((2, 8), np.float32))
     opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2, weight_decay=1e-3))
     opt_state = to_numpy(jax.jit(opt.init)(params))
 
@@ -70,7 +70,7 @@ def test_optax_sgd_momentum_schedule_seq_step(rng):
     # a learning-rate schedule reads the step count from the optimizer state
     model = SeqRegressor()
     x0, m0 = np.zeros((2, 5, 3), np.float32), np.ones((2, 5), np.float32)
-    params = to_numpy(jax.jit(model.init)(jax.random.key(0), x0, m0))
+    params = init_params(model.init, x0, m0)
     schedule = optax.warmup_cosine_decay_schedule(0.0, 0.1, 3, 20)
     opt = optax.chain(optax.add_decayed_weights(1e-4), optax.sgd(schedule, momentum=0.9,
                                                                  nesterov=True))

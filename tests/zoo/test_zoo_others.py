@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, normal, to_numpy
+from zoo_support import BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal
 
 TOL_BF16 = 2e-2
 TOL_FIXED_POINT = 1e-4
@@ -37,7 +37,7 @@ def test_jmp_haiku_mixed_precision_mlp(rng):
             hk.mixed_precision.clear_policy(hk.nets.MLP)
 
     model = hk.without_apply_rng(hk.transform(mlp))
-    params = to_numpy(jax.jit(model.init)(jax.random.PRNGKey(0), np.zeros((2, 5, 8), np.float32)))
+    params = init_params(model.init, np.zeros((2, 5, 8), np.float32))
     check_model(model.apply, (None, {0: "B", 1: "S"}),
                 lambda B, S: (params, normal(rng, B, S, 8)), BATCH_SEQ, TOL_BF16,
                 what="jmp bf16 haiku MLP")
