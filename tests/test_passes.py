@@ -69,7 +69,7 @@ def test_generated_c_is_deterministic_and_readable():
     c2 = generate(to_ir(wl.fn, wl.dynamic_axes, *args)).source
     assert c1 == c2
     assert "int jd_prepare(" in c1 and "int jd_run(" in c1
-    assert "n_rows = (B * S), n_cols = ((int64_t)1024)" in c1   # loops over the symbolic dims
+    assert "n_rows = (d_B * d_S), n_cols = ((int64_t)1024)" in c1   # loops over the symbolic dims
     assert "stablehlo.tanh at" in c1                          # provenance comments
     assert "restrict" in c1
 
@@ -88,7 +88,7 @@ def test_shared_names_bind_once_and_check_the_rest():
     prog = to_ir(lambda x, m: x * m, ({0: "B"}, {0: "B"}), np.ones(3, np.float32),
                  np.ones(3, np.float32))
     src = generate(prog).source
-    assert src.count("const int64_t B = in_dims[0];") == 1
+    assert src.count("const int64_t d_B = in_dims[0];") == 1
     assert "axes that share a dimension name must be equal" in src
 
 

@@ -157,6 +157,17 @@ def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
     names = list(dict.fromkeys(n for leaf in leaves for n in leaf.axes.values()))
     if not names:
         return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
+    for name in names:   # one at a time first, so that a refusal names its argument and axis
+        try:
+            jax_export.symbolic_shape(name)
+        except Exception as err:
+            leaf, axis = next((l, a) for l in leaves for a, n in l.axes.items() if n == name)
+            raise ArgumentError(
+                f"dynamic_axes for argument '{leaf.name}' axis {axis}: jax.export does not "
+                f"accept {name!r} as a dimension name ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}); jax parses dimension names "
+                f"as expressions: use a Python identifier other than _, mod, max, min and "
+                f"floordiv") from None
     try:
         syms = jax_export.symbolic_shape(", ".join(names),
                                          constraints=tuple(jax_constraint(c) for c in constraints))

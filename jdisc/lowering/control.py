@@ -25,6 +25,7 @@ from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.launcher import buffer_bytes
+from jdisc.lowering.names import c_comment
 
 CONTROL_KINDS = ("while", "if", "case")
 REGION_PARAMS = ("const int64_t *restrict dims, void *const *restrict ins, "
@@ -44,7 +45,7 @@ def emit_control(w: CWriter, k: Kernel, buffers: dict[int, str],
     """The control op of kernel `k`, inline in its parent's run function."""
     op = k.root
     regions = ", ".join(sub.name for sub in op.programs)
-    w(f"/* stablehlo.{op.name} at {op.loc}: regions {regions} */")
+    w(f"/* stablehlo.{op.name} at {c_comment(op.loc)}: regions {regions} */")
     with w.block(""):
         scratch = buffers[op.results[-1].id]
         offsets, arena_at, _ = scratch_layout(op)

@@ -35,9 +35,21 @@ class CWriter:
 
 
 def c_string(s: str) -> str:
-    """A C string literal for `s` (printf-safe: % doubled)."""
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%")
-    return '"' + "".join(ch if 32 <= ord(ch) < 127 else f"\\x{ord(ch):02x}" for ch in out) + '"'
+    """A C string literal for `s`, any text (printf-safe: % doubled). Bytes of its UTF-8 form
+    outside printable ASCII are 3-digit octal escapes (a hex escape would swallow following
+    hex digits); `?` is escaped so that no trigraph (-std=c99) forms."""
+    pieces = []
+    for byte in s.replace("%", "%%").encode("utf-8", "surrogatepass"):
+        ch = chr(byte)
+        if ch in '"\\?':
+            pieces.append("\\" + ch)
+        elif ch == "\n":
+            pieces.append("\\n")
+        elif 32 <= byte < 127:
+            pieces.append(ch)
+        else:
+            pieces.append(f"\\{byte:03o}")
+    return '"' + "".join(pieces) + '"'
 
 
 def serial_when_small(lines: list[str]) -> list[str]:

@@ -24,6 +24,7 @@ from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import ShapeError, UnsupportedOpError
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter, c_string
+from jdisc.lowering.names import c_comment
 
 ERROR_HELPER = """\
 /* StableHLO integer divide / remainder on the host (truncating; XLA's x/0 == -1, x%0 == x) */
@@ -109,11 +110,13 @@ def _format_call(message: str, args: tuple, dim: Callable[[Dim], str]) -> str:
 
 
 def _values_suffix(dims: list[Dim], dim: Callable[[Dim], str]) -> tuple[str, list[str]]:
+    """C string literals ` (a = %lld, b = %lld)` naming the variables of `dims`, and the
+    values for them (names enter the literal escaped, never raw)."""
     names = sorted(set().union(*(symbolic.variables(d) for d in dims))) if dims else []
     if not names:
         return "", []
-    fmt = " (" + ", ".join(f"{n} = %lld" for n in names) + ")"
-    return fmt, [f"(long long){dim(symbolic.var(n))}" for n in names]
+    pieces = [c_string(f"{', ' if i else ' ('}{n} = ") + ' "%lld"' for i, n in enumerate(names)]
+    return " ".join(pieces) + ' ")"', [f"(long long){dim(symbolic.var(n))}" for n in names]
 
 
 def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
@@ -133,7 +136,8 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                 elif str(d) in symbolic.variables(d):
                     name = str(d)
                     if name not in bound:
-                        w(f"const int64_t {dim(d)} = in_dims[{pos}];")
+                        w(f"const int64_t {dim(d)} = in_dims[{pos}];   /* "
+                          f"{c_comment(where)}: '{c_comment(name)}' */")
                         bound[name] = (spec.name, axis)
                     else:
                         first_arg, first_axis = bound[name]
@@ -148,8 +152,7 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                     raise UnsupportedOpError(f"{where} has the non-trivial symbolic size {d}; "
                                              f"inputs must have plain dimension variables")
                 pos += 1
-        for name, h in prog.derived:
-            w(f"const int64_t {dim(symbolic.var(name))} = {render_host(h, dim)};")
+        emit_host_values(w, prog.derived, dim)
         for cond, message in guards:   # before any int64 size arithmetic can wrap
             with w.block(f"if ({cond})"):
                 w(f"return jd_error(err, errlen, {c_string(message)});")
@@ -172,7 +175,8 @@ def emit_checks(w: CWriter, checks: list[Check], dim: Callable[[Dim], str],
         if decided is True:
             continue
         if decided is False and decided_false_is_error:
-            raise ShapeError(f"{c.message}: {c.lhs} {c.cmp} {c.rhs} can never hold")
+            raise ShapeError(f"{c.message}: {c.shown or f'{c.lhs} {c.cmp} {c.rhs}'} can never "
+                             f"hold")
         cond = f"({dim(c.lhs)}) {c.cmp} ({dim(c.rhs)})"
         with w.block(f"if (!({cond}))"):
             if c.args:
@@ -180,7 +184,7 @@ def emit_checks(w: CWriter, checks: list[Check], dim: Callable[[Dim], str],
             else:
                 fmt, vals = _values_suffix([c.lhs, c.rhs], dim)
                 text = f"{c.message}: {c.shown or f'{c.lhs} {c.cmp} {c.rhs}'} does not hold"
-                w(f"return jd_error(err, errlen, {c_string(text)} \"{fmt}.\""
+                w(f"return jd_error(err, errlen, {c_string(text)} {fmt} \".\""
                   f"{''.join(', ' + v for v in vals)});")
 
 
@@ -189,31 +193,77 @@ _HOST_FN = {"divide": "jd_tdiv", "remainder": "jd_trem", "maximum": "jd_max",
             "minimum": "jd_min"}
 
 
-def render_host(x, dim: Callable[[Dim], str]) -> str:
-    """C for a host-computed integer (a HostValue tree over dims and predicates)."""
+def emit_host_values(w: CWriter, derived, dim: Callable[[Dim], str]) -> None:
+    """`const int64_t <var> = ...;` for each derived dimension variable, in order.
+
+    Their HostValue trees share subtrees: jax computes each layer's SAME padding from its own
+    formula for the previous layer's size, so a CNN's trees grow with every strided layer and,
+    written out as trees, the C would grow exponentially. A node reached more than once is
+    computed once, into a local `jd_hv<k>`: the C is linear in the number of distinct nodes."""
+    uses: dict[int, int] = {}
+
+    def count(x) -> None:
+        if _host_children(x) is None:
+            return
+        uses[id(x)] = uses.get(id(x), 0) + 1
+        if uses[id(x)] == 1:
+            for c in _host_children(x):
+                count(c)
+
+    for _, h in derived:
+        count(h)
+    names: dict[int, str] = {}
+    for name, h in derived:
+        text = render_host(h, dim, names, uses, w)
+        var = dim(symbolic.var(name))
+        w(f"const int64_t {var} = {text};")
+        names.setdefault(id(h), var)
+
+
+def _host_children(x):
+    """The operands of a host-computation node, or None for a leaf (a Dim or a bool)."""
+    from jdisc.dynamic_passes.shape_prop import HostValue, Pred
+    if isinstance(x, Pred):
+        return x.lhs if x.cmp == "and" else (x.lhs, x.rhs)
+    return x.args if isinstance(x, HostValue) else None
+
+
+def render_host(x, dim: Callable[[Dim], str], names: dict | None = None,
+                uses: dict | None = None, w: CWriter | None = None) -> str:
+    """C for a host-computed integer (a HostValue tree over dims and predicates). With
+    `names` (node id -> C name), `uses` (node id -> references) and a writer `w`, nodes used
+    more than once are written once into locals and referred to by name."""
     from jdisc.dynamic_passes.shape_prop import HostValue, Pred
     if isinstance(x, bool):
         return "1" if x else "0"
+    if names is not None and id(x) in names:
+        return names[id(x)]
+    children = _host_children(x)
+    if children is None:
+        return f"({dim(x)})"
+    a = [render_host(v, dim, names, uses, w) for v in children]
     if isinstance(x, Pred):
-        if x.cmp == "and":
-            return "(" + " && ".join(render_host(p, dim) for p in x.lhs) + ")"
-        return f"({render_host(x.lhs, dim)} {x.cmp} {render_host(x.rhs, dim)})"
-    if isinstance(x, HostValue):
-        a = [render_host(v, dim) for v in x.args]
-        if x.op in _HOST_INFIX:
-            return f"({a[0]} {_HOST_INFIX[x.op]} {a[1]})"
-        if x.op in _HOST_FN:
-            return f"{_HOST_FN[x.op]}({a[0]}, {a[1]})"
-        if x.op == "negate":
-            return f"(-{a[0]})"
-        if x.op == "abs":
-            return f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
-        if x.op == "sign":
-            return f"(({a[0]} > 0) - ({a[0]} < 0))"
-        if x.op == "select":
-            return f"({a[0]} ? {a[1]} : {a[2]})"
+        text = f"({' && '.join(a)})" if x.cmp == "and" else f"({a[0]} {x.cmp} {a[1]})"
+    elif x.op in _HOST_INFIX:
+        text = f"({a[0]} {_HOST_INFIX[x.op]} {a[1]})"
+    elif x.op in _HOST_FN:
+        text = f"{_HOST_FN[x.op]}({a[0]}, {a[1]})"
+    elif x.op == "negate":
+        text = f"(-{a[0]})"
+    elif x.op == "abs":
+        text = f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+    elif x.op == "sign":
+        text = f"(({a[0]} > 0) - ({a[0]} < 0))"
+    elif x.op == "select":
+        text = f"({a[0]} ? {a[1]} : {a[2]})"
+    else:
         raise UnsupportedOpError(f"host computation of stablehlo.{x.op}")
-    return f"({dim(x)})"
+    if names is not None and uses is not None and w is not None and uses.get(id(x), 0) > 1:
+        local = f"jd_hv{len(names)}"
+        w(f"const int64_t {local} = {text};")
+        names[id(x)] = local
+        return local
+    return text
 
 
 def nonnegative_checks(prog: Program) -> list[Check]:
