@@ -97,14 +97,16 @@ class ShapeConstraints:
         for c in prog.checks:
             sc.add_check(c.lhs, c.cmp, c.rhs)
         pending = list(prog.derived)
+        memo: dict = {}     # node id -> result under the facts so far (trees share subtrees)
         while pending:      # a definition may become expressible once others are known
             left = []
             for name, h in pending:
-                d = _host_dim(sc, h)
+                d = _host_dim(sc, h, memo)
                 if d is None:
                     left.append((name, h))
                 else:
                     sc.add_equal(symbolic.var(name), d)
+                    memo.clear()
             if len(left) == len(pending):
                 break
             pending = left
@@ -368,22 +370,36 @@ class ShapeConstraints:
 
 # ---- derived values ---------------------------------------------------------------------------
 
-def _host_dim(sc: ShapeConstraints, x) -> Dim | None:
-    """The Dim a host computation (a HostValue tree) equals under the facts, or None."""
+def _host_dim(sc: ShapeConstraints, x, memo: dict | None = None) -> Dim | None:
+    """The Dim a host computation (a HostValue tree) equals under the facts, or None. `memo`
+    (node id -> result) makes a tree whose subtrees are shared cost its distinct nodes only."""
+    if memo is None:
+        memo = {}
+    if not isinstance(x, HostValue):
+        return _host_leaf(sc, x, memo)
+    key = ("dim", id(x))
+    if key not in memo:
+        memo[key] = _host_node(sc, x, memo)
+    return memo[key]
+
+
+def _host_leaf(sc: ShapeConstraints, x, memo: dict) -> Dim | None:
     if isinstance(x, (bool, Pred)):
-        p = _decide(sc, x)
+        p = _decide(sc, x, memo)
         return None if p is None else int(p)
     if isinstance(x, (int, Expr)):
         return sc.canonical(x)
-    if not isinstance(x, HostValue):
-        return None
+    return None
+
+
+def _host_node(sc: ShapeConstraints, x: HostValue, memo: dict) -> Dim | None:
     if x.op == "select":
-        p = _decide(sc, x.args[0])
+        p = _decide(sc, x.args[0], memo)
         if p is not None:
-            return _host_dim(sc, x.args[1 if p else 2])
-        a, b = _host_dim(sc, x.args[1]), _host_dim(sc, x.args[2])
+            return _host_dim(sc, x.args[1 if p else 2], memo)
+        a, b = _host_dim(sc, x.args[1], memo), _host_dim(sc, x.args[2], memo)
         return a if a is not None and b is not None and sc.prove_eq(a, b) else None
-    args = [_host_dim(sc, a) for a in x.args]
+    args = [_host_dim(sc, a, memo) for a in x.args]
     if any(a is None for a in args):
         return None
     a = args[0]
@@ -400,16 +416,22 @@ def _host_dim(sc: ShapeConstraints, x) -> Dim | None:
     return None
 
 
-def _decide(sc: ShapeConstraints, p) -> bool | None:
+def _decide(sc: ShapeConstraints, p, memo: dict | None = None) -> bool | None:
     """A host predicate (or an integer used as one: non-zero) decided under the facts."""
     if isinstance(p, bool):
         return p
-    if not isinstance(p, Pred):
-        p = Pred("!=", p, 0)
+    memo = {} if memo is None else memo
+    key = ("pred", id(p))
+    if key not in memo:
+        memo[key] = _decide_node(sc, p if isinstance(p, Pred) else Pred("!=", p, 0), memo)
+    return memo[key]
+
+
+def _decide_node(sc: ShapeConstraints, p: Pred, memo: dict) -> bool | None:
     if p.cmp == "and":
-        parts = [_decide(sc, q) for q in p.lhs]
+        parts = [_decide(sc, q, memo) for q in p.lhs]
         return False if False in parts else True if all(parts) else None
-    lhs, rhs = _host_dim(sc, p.lhs), _host_dim(sc, p.rhs)
+    lhs, rhs = _host_dim(sc, p.lhs, memo), _host_dim(sc, p.rhs, memo)
     if lhs is None or rhs is None:
         return None
     if p.cmp == "!=":

@@ -61,7 +61,8 @@ def _resolve_block(prog: Program, block: Block) -> None:
         elif op.name == "dynamic_gather":
             op.name, op.operands = "gather", op.operands[:2]   # slice sizes set likewise
         elif op.name == "dynamic_reduce_window":
-            op.name, op.operands = "reduce_window", op.operands[:2]   # attrs set likewise
+            n = len(op.results)   # n inputs and n init values; attrs set likewise
+            op.name, op.operands = "reduce_window", op.operands[:2 * n]
         elif op.name == "dynamic_rng_bit_generator":
             op.name, op.operands = "rng_bit_generator", op.operands[:1]
         elif op.name == "real_dynamic_slice":

@@ -58,10 +58,18 @@ def _is_symbolic(x) -> bool:
 
 def bind_host_value(prog: Program, h: HostValue, as_shape: bool, where: str) -> symbolic.Expr:
     """A dimension variable `_hN` that the launcher defines as `h` before its checks."""
+    for name, existing in prog.derived:   # the same node first (cheap), then an equal tree
+        if existing is h:
+            return symbolic.var(name)
     for name, existing in prog.derived:
         if existing == h:
             return symbolic.var(name)
+    # a fresh name: a user's dimension may be called `_h0` too
+    taken = {n for spec in prog.inputs for d in spec.shape for n in symbolic.variables(d)}
+    taken.update(n for n, _ in prog.derived)
     name = f"_h{len(prog.derived)}"
+    while name in taken:
+        name = "_" + name
     prog.derived.append((name, h))
     if as_shape:
         prog.checks.append(Check(symbolic.var(name), ">=", 0,
@@ -84,6 +92,15 @@ _INT_FNS: dict[str, Callable[..., Dim]] = {
     "minimum": symbolic.dmin,
     "negate": lambda a: -a,
 }
+
+
+def _dilated_size(n: Dim, dilation: Dim) -> Dim:
+    """The size of n elements spread `dilation` (>= 1) apart: (n - 1) * dilation + 1, or 0 when
+    n is 0; that is max(n * dilation - dilation + 1, 0), and n for a dilation of 1. Written with
+    n once, so that a CNN's spatial sizes grow by a term per layer, not double with each one."""
+    if isinstance(dilation, int) and dilation == 1:
+        return n
+    return symbolic.dmax(n * dilation - dilation + 1, 0)
 
 
 def _prod(dims) -> Dim:
@@ -344,19 +361,44 @@ class _Propagator:
                                               f"{what}"))
 
     def slice_shape(self, op, shape, starts, limits, strides) -> tuple:
-        """Result shape; what cannot be proven in bounds becomes a run-time check."""
-        out = []
+        """Result shape; what cannot be proven in bounds becomes a run-time check. The bounds
+        of what the slice reads (start >= 0, limit <= the dim) matter only when it reads
+        something: an empty result is legal whatever they are."""
+        out, reads = [], []
         for axis, (d, a, b, c) in enumerate(zip(shape, starts, limits, strides)):
-            for lhs, cmp, rhs, what in ((a, ">=", 0, "start"), (b, "<=", d, "limit"),
-                                        (b, ">=", a, "limit"), (c, ">=", 1, "stride")):
+            for lhs, cmp, rhs, what in ((b, ">=", a, "limit"), (c, ">=", 1, "stride")):
                 proven = Pred(cmp, lhs, rhs).decide()
                 if proven is False:
                     raise self.fail(op, f"axis {axis}: {what} {lhs} {cmp} {rhs} never holds")
                 if proven is None:
                     self.prog.checks.append(Check(lhs, cmp, rhs, (
                         f"stablehlo.{op.name} at {op.loc}: axis {axis} {what} out of range")))
+            reads += [(a, ">=", 0, f"axis {axis} start out of range"),
+                      (b, "<=", d, f"axis {axis} limit out of range")]
             out.append(symbolic.floordiv(b - a + c - 1, c))
+        for lhs, cmp, rhs, what in reads:
+            self.bound_unless_empty(op, _prod(out), lhs, cmp, rhs, what)
         return tuple(out)
+
+    def bound_unless_empty(self, op, count: Dim, lhs: Dim, cmp: str, rhs: Dim,
+                           what: str) -> None:
+        """`lhs cmp rhs` (cmp `<=` or `>=`), a bound that keeps an op's reads or writes inside
+        its operand, needed only where the op touches `count` > 0 elements (its result, or its
+        updates): checked as `min(count, slack) <= 0`, settled at compile time when it can be.
+        (jax.export assumes every dim >= 1; at a dim of 0, e.g. a batch, slice sizes of 1 exceed
+        the operand while the result is empty, which XLA accepts.)"""
+        if Pred(cmp, lhs, rhs).decide() is True or symbolic.prove_eq(count, 0) is True:
+            return
+        message = f"stablehlo.{op.name} at {op.loc}: {what}"
+        if symbolic.prove_ge(count, 1) is True:
+            check = Check(lhs, cmp, rhs, message)
+        else:
+            slack = lhs - rhs if cmp == "<=" else rhs - lhs
+            check = Check(symbolic.dmin(count, slack), "<=", 0, message,
+                          shown=f"{lhs} {cmp} {rhs} (needed unless the result is empty)")
+        if check.holds_statically() is False:
+            raise self.fail(op, f"{what}: {lhs} {cmp} {rhs} never holds")
+        self.prog.checks.append(check)
 
     def shape_triangular_solve(self, op):
         a, b = op.operands
@@ -366,10 +408,11 @@ class _Propagator:
         return [b.shape]
 
     def shape_dynamic_reduce_window(self, op):
-        x = op.operands[0]
+        # operands: the n inputs, their n init values, then the five shape operands
+        n = len(op.results)
         names = ("window_dimensions", "window_strides", "base_dilations", "window_dilations",
                  "padding")
-        for name, v in zip(names, op.operands[2:7]):
+        for name, v in zip(names, op.operands[2 * n:2 * n + 5]):
             op.attrs[name] = self.require_sym(op, v, name)
         return self.shape_reduce_window(op)
 
@@ -387,8 +430,7 @@ class _Propagator:
                  window_dilations=tuple(wdil), padding=tuple(pad))
         out = []
         for d in range(r):
-            padded = symbolic.dmax(x.shape[d] - 1, 0) * base[d] + symbolic.dmin(x.shape[d], 1) \
-                + pad[2 * d] + pad[2 * d + 1]
+            padded = _dilated_size(x.shape[d], base[d]) + pad[2 * d] + pad[2 * d + 1]
             extent = (win[d] - 1) * wdil[d] + 1
             out.append(symbolic.dmax(symbolic.floordiv(padded - extent, strides[d]) + 1, 0))
         return [tuple(out)] * n
@@ -419,8 +461,7 @@ class _Propagator:
         out[dn["out_feature"]] = k.shape[dn["k_out"]]
         for i in range(ns):
             n, w = x.shape[dn["in_spatial"][i]], k.shape[dn["k_spatial"][i]]
-            padded = symbolic.dmax(n - 1, 0) * lhs_dil[i] + symbolic.dmin(n, 1) \
-                + pad[2 * i] + pad[2 * i + 1]
+            padded = _dilated_size(n, lhs_dil[i]) + pad[2 * i] + pad[2 * i + 1]
             extent = (w - 1) * rhs_dil[i] + 1
             out[dn["out_spatial"][i]] = symbolic.dmax(
                 symbolic.floordiv(padded - extent, strides[i]) + 1, 0)
@@ -466,28 +507,29 @@ class _Propagator:
         x = op.operands[0]
         sizes = op.attrs["slice_sizes"]
         for i, (d, n) in enumerate(zip(x.shape, sizes)):
-            if symbolic.prove_le(n, d) is not True:
-                self.prog.checks.append(Check(n, "<=", d, f"stablehlo.dynamic_slice at {op.loc}: "
-                                              f"slice size of axis {i} exceeds the operand"))
+            self.bound_unless_empty(op, _prod(sizes), n, "<=", d,
+                                    f"slice size of axis {i} exceeds the operand")
         return [tuple(sizes)]
 
     def shape_dynamic_update_slice(self, op):
         x, u = op.operands[:2]
-        for i, (d, n) in enumerate(zip(x.shape, u.shape)):
-            if symbolic.prove_le(n, d) is not True:
-                self.prog.checks.append(Check(n, "<=", d, (
-                    f"stablehlo.dynamic_update_slice at {op.loc}: the update's axis {i} "
-                    f"exceeds the operand")))
+        for i, (d, n) in enumerate(zip(x.shape, u.shape)):   # an empty update writes nothing
+            self.bound_unless_empty(op, u.num_elements(), n, "<=", d,
+                                    f"the update's axis {i} exceeds the operand")
         return [x.shape]
 
     def shape_gather(self, op):
         x, idx = op.operands[:2]
-        dn = op.attrs["dimension_numbers"]
         sizes = op.attrs["slice_sizes"]
+        out = self.gather_shape(op, idx, sizes)
         for i, (d, n) in enumerate(zip(x.shape, sizes)):
-            if symbolic.prove_le(n, d) is not True:
-                self.prog.checks.append(Check(n, "<=", d, f"stablehlo.gather at {op.loc}: "
-                                              f"slice size of axis {i} exceeds the operand"))
+            self.bound_unless_empty(op, _prod(out), n, "<=", d,
+                                    f"slice size of axis {i} exceeds the operand")
+        return [out]
+
+    @staticmethod
+    def gather_shape(op, idx, sizes) -> tuple:
+        dn = op.attrs["dimension_numbers"]
         batch = [d for i, d in enumerate(idx.shape) if i != dn["index_vector_dim"]]
         offsets = [n for i, n in enumerate(sizes) if i not in dn["collapsed_slice_dims"]
                    and i not in dn["operand_batching_dims"]]
@@ -495,7 +537,7 @@ class _Propagator:
         out, b, o = [], iter(batch), iter(offsets)
         for i in range(rank):
             out.append(next(o) if i in dn["offset_dims"] else next(b))
-        return [tuple(out)]
+        return tuple(out)
 
     def shape_dynamic_gather(self, op):
         op.attrs["slice_sizes"] = self.require_sym(op, op.operands[2], "slice_sizes")

@@ -93,6 +93,7 @@ class _Direct:
     cout: int
     cout_g: int
     groups: int
+    dim: Callable[[Dim], str]   # C for a symbolic dimension (padding may be one)
 
     @property
     def last(self) -> int:
@@ -111,7 +112,7 @@ class _Direct:
         `tap` of spatial dim i."""
         kpos = f"({self.ksz[i] - 1} - {tap})" if self.attr("reversed", i) else tap
         return _affine(o, self.attr("window_strides", i), kpos,
-                       self.attr("rhs_dilation", i), self.attr("lo", i))
+                       self.attr("rhs_dilation", i), self.attr("lo", i), self.dim)
 
     def contiguous(self) -> bool:
         """The innermost taps of a position are consecutive input elements."""
@@ -120,12 +121,16 @@ class _Direct:
                 and not self.attr("reversed", i))
 
 
-def _affine(o: str, stride: int, tap: str, dilation: int, lo: int) -> str:
-    """C for o * stride + tap * dilation - lo, without the factors of 1 and terms of 0."""
+def _affine(o: str, stride: int, tap: str, dilation: int, lo: Dim,
+            dim: Callable[[Dim], str]) -> str:
+    """C for o * stride + tap * dilation - lo, without the factors of 1 and terms of 0. The low
+    padding `lo` may be symbolic (SAME padding of a dynamic dim), of either sign."""
     expr = f"{o} * {stride}" if stride != 1 else o
     if tap != "0":
         expr += f" + {tap} * {dilation}" if dilation != 1 else f" + {tap}"
-    if lo:
+    if not isinstance(lo, int):
+        expr += f" - {dim(lo)}"
+    elif lo:
         expr += f" - {lo}" if lo > 0 else f" + {-lo}"
     return f"({expr})"
 
@@ -143,7 +148,7 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
     groups = op.attrs.get("feature_group_count", 1)
     cin_g, cout = k.shape[ns], k.shape[-1]
     d = _Direct(op, ctype(out.dtype), npos, nfeat, tuple(k.shape[:ns]), cin_g * groups, cin_g,
-                cout, cout // groups, groups)
+                cout, cout // groups, groups, dim)
     last = d.last
     w(f"/* direct convolution: blocks of {npos} positions x {nfeat} features */")
     w(f"const int64_t batch = {dim(x.shape[0])};")
@@ -311,7 +316,7 @@ def _emit_im2col(w: CWriter, op: Op, inputs: list[str], output: str, dim) -> Non
                     for i in range(ns):
                         kpos = f"(ksz{i} - 1 - w{i})" if reversal[i] else f"w{i}"
                         pos = (f"(o{i} * {a['window_strides'][i]} + {kpos} * "
-                               f"{a['rhs_dilation'][i]} - {a['padding'][2 * i]})")
+                               f"{a['rhs_dilation'][i]} - {dim(a['padding'][2 * i])})")
                         cond, at = dilated_index(pos, a["lhs_dilation"][i], f"isz{i}")
                         conds.append(cond)
                         idx.append(at)

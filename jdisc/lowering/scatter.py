@@ -63,7 +63,9 @@ def emit_select_and_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str],
     w("int64_t best = -1;")
     w(f"{ctype(x.dtype)} best_val = 0;")
     widx, close_w = _loop_nest(w, a["window_dimensions"], dim, prefix="w")
-    pos = [f"({sidx[d]} * {strides[d]} + {widx[d]} - {pad[2 * d]})" for d in range(x.rank)]
+    # strides and padding may be symbolic (SAME pooling of a dynamic dim)
+    pos = [f"({sidx[d]} * {dim(strides[d])} + {widx[d]} - {dim(pad[2 * d])})"
+           for d in range(x.rank)]
     inside = " && ".join(f"{p} >= 0 && {p} < {dim(x.shape[d])}" for d, p in enumerate(pos))
     with w.block(f"if ({inside or '1'})"):
         lin = pos[0] if pos else "0"
