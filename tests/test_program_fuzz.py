@@ -5,7 +5,7 @@ per batch of 8 programs; a failing program is shrunk to a few-line standalone re
 Default tier: a fixed set of seeded batches (`test_random_programs[k]`, batch seed SEED0 + k),
 generated and checked by two worker processes (a crash in generated code fails its batch, not
 the session), then the failures shrunk within a shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S,
-default 60 s). Each failure's report is the repro; `python tests/program_fuzz.py --seed S --n 8`
+default 240 s, at most 90 s each). Each failure's report is the repro; `python tests/program_fuzz.py --seed S --n 8`
 regenerates batch S and shrinks every failure in it.
 
 Slow tier (`-m slow`): JDISC_PROGRAM_FUZZ_N programs (default 400) from a random first seed,
@@ -35,7 +35,7 @@ import program_fuzz as pf
 SEED0 = 20261201
 N_BATCHES = int(os.environ.get("JDISC_PROGRAM_FUZZ_BATCHES", "30"))
 PER_BATCH = 8
-SHRINK_S = float(os.environ.get("JDISC_PROGRAM_FUZZ_SHRINK_S", "60"))
+SHRINK_S = float(os.environ.get("JDISC_PROGRAM_FUZZ_SHRINK_S", "240"))
 
 
 # -- the generator, printer and shrinker (no C compiler) ----------------------------------------
