@@ -41,6 +41,9 @@ class Pred:
     def conjuncts(self) -> tuple["Pred", ...]:
         return tuple(p for q in self.lhs for p in q.conjuncts()) if self.cmp == "and" else (self,)
 
+    def __repr__(self) -> str:
+        return _host_text(self, _REPR_DEPTH)
+
 
 @dataclasses.dataclass(frozen=True)
 class HostValue:
@@ -50,6 +53,27 @@ class HostValue:
     HostValues. It enters shapes through a fresh dimension variable (see `bind_host_value`)."""
     op: str
     args: tuple
+
+    def __repr__(self) -> str:
+        return _host_text(self, _REPR_DEPTH)
+
+
+# Host computations share subtrees (jax computes each strided layer's padding from the last
+# one's size), so written out in full they grow exponentially: dumps show them this deep.
+_REPR_DEPTH = 4
+
+
+def _host_text(x, depth: int) -> str:
+    """`op(arg, ...)` / `(lhs cmp rhs)`, with parts below `depth` levels shown as `...`."""
+    if not isinstance(x, (Pred, HostValue)):
+        return str(x)
+    if depth == 0:
+        return "..."
+    if isinstance(x, HostValue):
+        return f"{x.op}({', '.join(_host_text(a, depth - 1) for a in x.args)})"
+    if x.cmp == "and":
+        return "(" + " and ".join(_host_text(p, depth - 1) for p in x.lhs) + ")"
+    return f"({_host_text(x.lhs, depth - 1)} {x.cmp} {_host_text(x.rhs, depth - 1)})"
 
 
 def _is_symbolic(x) -> bool:
