@@ -127,3 +127,13 @@ def test_the_naming_functions_by_construction():
         assert out.isascii() and "\n" not in out
     lit = c_string('é"\\%?\n\x01')
     assert lit == '"\\303\\251\\"\\\\%%\\?\\n\\001"'
+
+
+def test_hostile_names_inside_a_jax_trace(rng):
+    # the XLA FFI handler and jax.vmap's extra symbolic batch run the same launcher
+    f = jdisc.jit(lambda x: jnp.sort(x, axis=0) * 2, dynamic_axes=({0: "len"},))
+    for n in (1, 4):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        assert_close(jax.jit(f)(x), jnp.sort(x, axis=0) * 2, 0)
+        xs = np.stack([x, -x])
+        assert_close(jax.vmap(f)(xs), jax.vmap(lambda y: jnp.sort(y, axis=0) * 2)(xs), 0)
