@@ -15,7 +15,7 @@ import pytest
 
 nn = pytest.importorskip("flax.linen")
 
-from zoo_support import (BATCH_HW, BATCH_SEQ, check_model, init_params, normal, padding_mask,
+from zoo_support import (BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal, padding_mask,
                          to_numpy)
 
 TOL_GEMM = 2e-5
@@ -180,7 +180,7 @@ class Recurrent(nn.Module):
         return nn.Dense(4)(ys), carry
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", pytest.param("gru", marks=pytest.mark.slow)])
 def test_linen_rnn(cell, rng):
     model = Recurrent(cell)
     params = init_params(model.init, np.zeros((2, 5, 6), np.float32), np.array([5, 3], np.int32))
@@ -191,3 +191,76 @@ def test_linen_rnn(cell, rng):
 
     check_model(model.apply, (None, {0: "B", 1: "S"}, {0: "B"}), make_args, BATCH_SEQ,
                 TOL_RECURRENT, what=f"linen RNN({cell})")
+
+
+class BiLSTM(nn.Module):
+    """nn.Bidirectional: a forward LSTM and a backward one (reverse scan over each row's own
+    length: flax flips the valid prefix of every row with a gather), concatenated."""
+
+    @nn.compact
+    def __call__(self, x, seq_lengths):
+        y = nn.Bidirectional(nn.RNN(nn.LSTMCell(8)), nn.RNN(nn.LSTMCell(8)))(
+            x, seq_lengths=seq_lengths)
+        return nn.Dense(3)(y)
+
+
+def test_linen_bidirectional_lstm(rng):
+    model = BiLSTM()
+    params = init_params(model.init, np.zeros((2, 5, 4), np.float32), np.array([5, 2], np.int32))
+
+    def make_args(B, S):
+        return params, normal(rng, B, S, 4), rng.integers(1, S + 1, B).astype(np.int32)
+
+    check_model(model.apply, (None, {0: "B", 1: "S"}, {0: "B"}), make_args, BATCH_SEQ,
+                TOL_RECURRENT, what="linen Bidirectional LSTM")
+
+
+class UNet(nn.Module):
+    """A one-level U-Net: SAME conv, a stride-2 conv with explicit padding down, a stride-2
+    ConvTranspose up (cropped back to H x W), a skip connection and a 1x1 conv."""
+
+    @nn.compact
+    def __call__(self, x):
+        e = nn.relu(nn.Conv(8, (3, 3), padding="SAME")(x))
+        d = nn.relu(nn.Conv(8, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))(e))
+        u = nn.ConvTranspose(8, (2, 2), strides=(2, 2), padding="VALID")(d)
+        u = u[:, :x.shape[1], :x.shape[2]]
+        return nn.Conv(2, (1, 1))(jnp.concatenate([u, e], axis=-1))
+
+
+def test_linen_unet_conv_transpose(rng):
+    model = UNet()
+    params = init_params(model.init, np.zeros((1, 8, 8, 3), np.float32))
+    check_model(model.apply, IMAGE_AXES, lambda **s: image_args(rng, params, **s), BATCH_HW,
+                TOL_GEMM, what="linen U-Net")
+
+
+class CachedAttention(nn.Module):
+    """Self-attention in decode mode: each call appends one token's key/value to the cache at
+    cache_index (dynamic_update_slice) and attends over the cache up to it."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8, decode=True)(x, x)
+
+
+def test_linen_kv_cache_decode_step(rng):
+    model = CachedAttention()
+    variables = init_params(model.init, np.zeros((2, 6, 8), np.float32))   # cache length 6
+    params = {"params": variables["params"]}
+    layer = "MultiHeadDotProductAttention_0"
+
+    def step(params, cache, x):                       # x [B, 1, 8]: the next token
+        y, updated = model.apply({**params, "cache": cache}, x, mutable=["cache"])
+        return y, updated["cache"]
+
+    def make_args(B):
+        cache = {name: normal(rng, B, *v.shape[1:]) for name, v in variables["cache"][layer].items()
+                 if name != "cache_index"}
+        cache["cache_index"] = np.array(3, np.int32)      # three tokens already cached
+        return params, {layer: cache}, normal(rng, B, 1, 8)
+
+    # batch dynamic; the cache length is the model's static max length
+    axes = (None, {layer: {"cached_key": {0: "B"}, "cached_value": {0: "B"}, "cache_index": None}},
+            {0: "B"})
+    check_model(step, axes, make_args, BATCH_ONLY, TOL_GEMM, what="linen KV-cache decode step")
