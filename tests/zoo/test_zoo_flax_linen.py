@@ -145,8 +145,6 @@ def image_args(rng, params, B, H, W):
     return params, normal(rng, B, H, W, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 4: strided SAME convolution with a dynamic spatial "
-                   "dim raises TypeError")
 def test_linen_strided_cnn_batchnorm_train(rng):
     model = StridedCNN()
     variables = init_params(model.init, np.zeros((2, 8, 8, 3), np.float32))

@@ -27,8 +27,6 @@ def seeded():
     keras.utils.set_random_seed(0)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 4: strided SAME convolution with a dynamic spatial "
-                   "dim raises TypeError (keras Conv2D strides=2 padding='same')")
 def test_keras_cnn_batchnorm_train(rng):
     model = keras.Sequential([
         keras.Input((None, None, 3)),
