@@ -14,6 +14,8 @@ from typing import Callable
 
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.host_values import (  # noqa: F401 (HostValue: re-exported)
+    HostValue, Pred, _is_symbolic, bind_host_value)
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
@@ -21,88 +23,6 @@ from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
 MAX_SYM_ELEMENTS = 16   # integer tensors up to this size have their contents tracked
 
 
-@dataclasses.dataclass(frozen=True)
-class Pred:
-    """A symbolic predicate `lhs cmp rhs` (the contents of an i1 value from `compare`), or a
-    conjunction (`cmp == "and"`, `lhs` a tuple of Preds). Decided ones become plain bools."""
-    cmp: str
-    lhs: Dim | tuple
-    rhs: Dim | tuple
-
-    def decide(self, var_bounds=None) -> bool | None:
-        if self.cmp == "and" or not (_is_symbolic(self.lhs) and _is_symbolic(self.rhs)):
-            return None
-        kw = {} if var_bounds is None else {"var_bounds": var_bounds}
-        if self.cmp == "!=":
-            eq = symbolic.prove_eq(self.lhs, self.rhs, **kw)
-            return None if eq is None else not eq
-        return _PROVE[self.cmp](self.lhs, self.rhs, **kw)
-
-    def conjuncts(self) -> tuple["Pred", ...]:
-        return tuple(p for q in self.lhs for p in q.conjuncts()) if self.cmp == "and" else (self,)
-
-    def __repr__(self) -> str:
-        return _host_text(self, _REPR_DEPTH)
-
-
-@dataclasses.dataclass(frozen=True)
-class HostValue:
-    """An integer the host launcher computes at run time: a shape computation whose value jdisc
-    cannot express soundly in its symbolic algebra (e.g. truncating division of a value that may
-    be negative, or `sign`). `op` is the StableHLO op name; `args` are Dims, Preds, bools or
-    HostValues. It enters shapes through a fresh dimension variable (see `bind_host_value`)."""
-    op: str
-    args: tuple
-
-    def __repr__(self) -> str:
-        return _host_text(self, _REPR_DEPTH)
-
-
-# Host computations share subtrees (jax computes each strided layer's padding from the last
-# one's size), so written out in full they grow exponentially: dumps show them this deep.
-_REPR_DEPTH = 4
-
-
-def _host_text(x, depth: int) -> str:
-    """`op(arg, ...)` / `(lhs cmp rhs)`, with parts below `depth` levels shown as `...`."""
-    if not isinstance(x, (Pred, HostValue)):
-        return str(x)
-    if depth == 0:
-        return "..."
-    if isinstance(x, HostValue):
-        return f"{x.op}({', '.join(_host_text(a, depth - 1) for a in x.args)})"
-    if x.cmp == "and":
-        return "(" + " and ".join(_host_text(p, depth - 1) for p in x.lhs) + ")"
-    return f"({_host_text(x.lhs, depth - 1)} {x.cmp} {_host_text(x.rhs, depth - 1)})"
-
-
-def _is_symbolic(x) -> bool:
-    return isinstance(x, (int, symbolic.Expr)) and not isinstance(x, bool)
-
-
-def bind_host_value(prog: Program, h: HostValue, as_shape: bool, where: str) -> symbolic.Expr:
-    """A dimension variable `_hN` that the launcher defines as `h` before its checks."""
-    for name, existing in prog.derived:   # the same node first (cheap), then an equal tree
-        if existing is h:
-            return symbolic.var(name)
-    for name, existing in prog.derived:
-        if existing == h:
-            return symbolic.var(name)
-    # a fresh name: a user's dimension may be called `_h0` too
-    taken = {n for spec in prog.inputs for d in spec.shape for n in symbolic.variables(d)}
-    taken.update(n for n, _ in prog.derived)
-    name = f"_h{len(prog.derived)}"
-    while name in taken:
-        name = "_" + name
-    prog.derived.append((name, h))
-    if as_shape:
-        prog.checks.append(Check(symbolic.var(name), ">=", 0,
-                                 f"{where}: a size computed at run time is negative"))
-    return symbolic.var(name)
-
-
-_PROVE = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
-          "<=": symbolic.prove_le, "<": symbolic.prove_lt}
 _CMP = {"EQ": "==", "NE": "!=", "GE": ">=", "GT": ">", "LE": "<=", "LT": "<"}
 
 # Symbolic meaning of integer ops on tracked contents (dims are never negative).

@@ -19,6 +19,7 @@ import re
 from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.host_values import HostValue, Pred
 from jdisc.dynamic_passes.ir import Check, Program, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import ShapeError, UnsupportedOpError
@@ -222,7 +223,6 @@ def emit_host_values(w: CWriter, derived, dim: Callable[[Dim], str]) -> None:
 
 def _host_children(x):
     """The operands of a host-computation node, or None for a leaf (a Dim or a bool)."""
-    from jdisc.dynamic_passes.shape_prop import HostValue, Pred
     if isinstance(x, Pred):
         return x.lhs if x.cmp == "and" else (x.lhs, x.rhs)
     return x.args if isinstance(x, HostValue) else None
@@ -233,7 +233,6 @@ def render_host(x, dim: Callable[[Dim], str], names: dict | None = None,
     """C for a host-computed integer (a HostValue tree over dims and predicates). With
     `names` (node id -> C name), `uses` (node id -> references) and a writer `w`, nodes used
     more than once are written once into locals and referred to by name."""
-    from jdisc.dynamic_passes.shape_prop import HostValue, Pred
     if isinstance(x, bool):
         return "1" if x else "0"
     if names is not None and id(x) in names:
