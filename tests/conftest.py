@@ -1,6 +1,7 @@
 """Shared test setup: a private jdisc cache per test session, and differential helpers."""
 
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -57,3 +58,32 @@ def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=(
                                jf(*args), jax.jit(fn)(*args))
     assert jf.stats()["compiles"] == 1
     return jf, args
+
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+class XlaCompileCounter:
+    """Counts XLA backend compiles reported through jax.monitoring while enabled (one instance
+    per test module: each registers one listener)."""
+
+    def __init__(self):
+        self.count = 0
+        self.enabled = False
+        import jax.monitoring
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event, duration, **kwargs):
+        if self.enabled and event == _BACKEND_COMPILE:
+            self.count += 1
+
+    @contextlib.contextmanager
+    def counting(self):
+        """Yields a one-element list that holds, on exit, the XLA compiles seen inside."""
+        seen = [0]
+        before, self.enabled = self.count, True
+        try:
+            yield seen
+        finally:
+            self.enabled = False
+            seen[0] = self.count - before

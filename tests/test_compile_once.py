@@ -6,23 +6,7 @@ import numpy as np
 
 import jdisc
 from jdisc import workloads as W
-from conftest import assert_close
-
-_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-
-
-class XlaCompileCounter:
-    """Counts XLA backend compiles reported through jax.monitoring while enabled."""
-
-    def __init__(self):
-        self.count = 0
-        self.enabled = False
-        jax.monitoring.register_event_duration_secs_listener(self._on_event)
-
-    def _on_event(self, event, duration, **kwargs):
-        if self.enabled and event == _BACKEND_COMPILE:
-            self.count += 1
-
+from conftest import XlaCompileCounter, assert_close
 
 _counter = XlaCompileCounter()
 

@@ -8,42 +8,13 @@ it into a pure function `fn(params, *inputs)` and calls `check_model`.
 
 from __future__ import annotations
 
-import contextlib
 
 import jax
 import jax.monitoring
 import numpy as np
 
 import jdisc
-from conftest import assert_close
-
-_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-
-
-class XlaCompileCounter:
-    """Counts XLA backend compiles reported through jax.monitoring while enabled (the same
-    instrument as tests/test_compile_once.py; one listener for the whole zoo)."""
-
-    def __init__(self):
-        self.count = 0
-        self.enabled = False
-        jax.monitoring.register_event_duration_secs_listener(self._on_event)
-
-    def _on_event(self, event, duration, **kwargs):
-        if self.enabled and event == _BACKEND_COMPILE:
-            self.count += 1
-
-    @contextlib.contextmanager
-    def counting(self):
-        """Yields a one-element list that holds, on exit, the XLA compiles seen inside."""
-        seen = [0]
-        before, self.enabled = self.count, True
-        try:
-            yield seen
-        finally:
-            self.enabled = False
-            seen[0] = self.count - before
-
+from conftest import XlaCompileCounter, assert_close
 
 XLA_COMPILES = XlaCompileCounter()
 
