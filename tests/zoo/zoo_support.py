@@ -8,7 +8,6 @@ it into a pure function `fn(params, *inputs)` and calls `check_model`.
 
 from __future__ import annotations
 
-
 import jax
 import jax.monitoring
 import numpy as np
