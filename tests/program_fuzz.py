@@ -756,22 +756,31 @@ def _trip_max(node, ctx) -> int:
 
 
 def _loop_facts(node, fs, ctx):
-    """The body ends in a clip to the carry's initial range, so that range holds throughout;
-    the error bound is followed for the most iterations any tested size makes."""
+    """The carry's range: the initial value's, widened until the body maps it into itself
+    (the generator ends bodies in a clip to the initial range, a fixed point at once); the
+    error bound is then followed for the most iterations any tested size makes."""
     body_typing = ctx.sub_types[ctx.vid][0]
     init = fs[0]
     n = _trip_max(node, ctx)
-    caps = fs[2:] if node.op == "while" and node.p["n"] == "arg" else fs[1:]
+    caps = list(fs[2:] if node.op == "while" and node.p["n"] == "arg" else fs[1:])
+    counter = ifacts(0, max(n - 1, 0))
+    lo, hi = init.lo, init.hi
+    for _ in range(3):
+        out = infer_facts(node.subs[0], body_typing, [counter, Facts(lo, hi, init.err)] + caps,
+                          ctx.envs)
+        if lo <= out.lo and out.hi <= hi:
+            break
+        lo, hi = min(lo, out.lo), max(hi, out.hi)
+    else:
+        raise Invalid("the body leaves the carry's range")
     err = init.err
-    for i in range(n):
-        f_in = [ifacts(0, max(n - 1, 0)), Facts(init.lo, init.hi, err)] + list(caps)
-        out = infer_facts(node.subs[0], body_typing, f_in, ctx.envs)
-        if out.lo < init.lo or out.hi > init.hi:
-            raise Invalid("the body leaves the carry's range")
+    for _ in range(n):
+        out = infer_facts(node.subs[0], body_typing, [counter, Facts(lo, hi, err)] + caps,
+                          ctx.envs)
         err = max(err, out.err)
-        if err > MAX_REL_ERR * max(1.0, init.mag):
+        if err > MAX_REL_ERR * max(1.0, abs(lo), abs(hi)):
             raise Invalid("loop error grows")
-    return Facts(init.lo, init.hi, err)
+    return Facts(lo, hi, err)
 
 
 def _loop_run(node, xs, ctx):
@@ -2289,7 +2298,10 @@ def signature(f: Failure) -> str:
     names, numbers and source locations."""
     if f.kind in ("mismatch", "crash"):
         return f.kind
-    msg = re.sub(r"\bat \S+:\d+|\(jit\([^)]*\)[^)]*\)|jd_\w+|\d+", "#", f.message)
+    msg = f.message
+    if "error:" in msg and "C compiler failed" in msg:     # the compiler's first complaint
+        msg = "C compiler: " + msg.split("error:", 1)[1].split("\n", 1)[0]
+    msg = re.sub(r"\bat \S+:\d+|\(jit\([^)]*\)[^)]*\)|jd_\w+|\d+", "#", msg)
     return f.kind + ": " + msg[:80]
 
 
