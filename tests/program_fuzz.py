@@ -2363,7 +2363,7 @@ class Finding:
 
     def report(self) -> str:
         prog = self.shrunk or self.program
-        envs = self.shrunk_envs or self.envs
+        envs = self.shrunk_envs or ([self.failure.env] if self.failure.env else self.envs)
         head = (f"program {self.index} of batch seed {self.seed}: {self.failure.kind}: "
                 f"{self.failure.message[:600]}")
         note = "" if self.shrunk else " (not shrunk)"
