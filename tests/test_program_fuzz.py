@@ -2,11 +2,13 @@
 dims a, b, run by jdisc and by jax.jit at four sizes each (0, 1, 13 and primes), one jdisc compile
 per batch of 8 programs; a failing program is shrunk to a few-line standalone repro.
 
-Default tier: a fixed set of seeded batches (`test_random_programs[k]`, batch seed SEED0 + k),
-generated and checked by two worker processes (a crash in generated code fails its batch, not
-the session), then the failures shrunk within a shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S,
-default 240 s, at most 90 s each). Each failure's report is the repro; `python tests/program_fuzz.py --seed S --n 8`
-regenerates batch S and shrinks every failure in it.
+Default tier: 28 seeded batches, 224 programs (`test_random_programs[k]`, batch seed SEED0 + k;
+JDISC_PROGRAM_FUZZ_BATCHES changes the count), generated and checked by two worker processes (a
+crash in generated code fails its batch, not the session), then the failures shrunk within a
+shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S, default 240 s, at most 90 s each). A failure's
+report is its repro; `python tests/program_fuzz.py --seed S --n 8` regenerates batch S and
+shrinks every failure in it. A ShapeError for a size-0 call that jax.jit runs is recorded as a
+SizeZeroRefusal warning, as in test_fuzz.py.
 
 Slow tier (`-m slow`): JDISC_PROGRAM_FUZZ_N programs (default 400) from a random first seed,
 printed in the report so a failing run can be replayed.
@@ -14,9 +16,12 @@ printed in the report so a failing run can be replayed.
 Tolerances: program_fuzz's value facts bound each output's f32 rounding error (first order, from
 intervals: U = 2^-24 per rounding, 16 U per transcendental, n U per term of an n-term sum or
 contraction); both jdisc and XLA are within that bound of the exact value, so they may differ by
-twice it (2.5x with slack for second-order terms). Integers, bools and floats that both compute
-exactly (moves, selects, max/min, sorts of inputs) must match bit for bit.
-`test_error_bounds_hold_against_float64` checks the bound itself against XLA in float64.
+twice it (2.5x with slack for second-order terms). The generator keeps values in [-1e4, 1e4] and
+their bounds under 3e-4 of their magnitude (domains away from log/sqrt/divide singularities, exp
+of bounded values), so the tolerances stay small: a wrong element is never within them.
+Integers, bools and floats that both compute exactly (moves, selects, max/min, sorts of inputs,
+compares of exact values) must match bit for bit. `test_error_bounds_hold_against_float64`
+checks the bound itself, for XLA's f32 results against the same programs in float64.
 
 The fast tests (no C compiler) check the generator (every program is valid at its sizes and jax
 agrees with its shapes), the printer (the printed source traces to the interpreter's jaxpr) and
@@ -24,6 +29,7 @@ the shrinker (with a predicate that needs no compile).
 """
 
 import os
+import resource
 import time
 import warnings
 
@@ -150,20 +156,27 @@ def test_error_bounds_hold_against_float64():
 
 # -- the default tier: fixed batches against jax.jit ----------------------------------------
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the workers, their compilers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 @pytest.fixture(scope="module")
 def tier():
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu_s()
     results = pf.run_batches(list(range(SEED0, SEED0 + N_BATCHES)), PER_BATCH, workers=2,
                              shrink_budget_s=SHRINK_S)
     n_fail = sum(fd.failure.kind != "size0" for v in results.values() for fd in v)
-    print(f"\nprogram fuzz: {N_BATCHES * PER_BATCH} programs in {time.monotonic() - t0:.0f} s, "
-          f"{n_fail} failing")
+    print(f"\nprogram fuzz: {N_BATCHES * PER_BATCH} programs in {time.monotonic() - t0:.0f} s "
+          f"({_cpu_s() - cpu0:.0f} s of CPU), {n_fail} failing")
     return results
 
 
 class SizeZeroRefusal(UserWarning):
-    """jdisc refused a size-0 call with a ShapeError where jax.jit runs it (as in test_fuzz:
-    recorded, not failed)."""
+    """At a size 0, jdisc refused a call with a ShapeError where jax.jit runs it (as in
+    test_fuzz: recorded, not failed), or returned the shape of the exported program, whose
+    static sizes jax.export computed assuming every dim >= 1 (x[:1] of a dim a is [1])."""
 
 
 def _failures(findings):
