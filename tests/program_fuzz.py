@@ -437,6 +437,12 @@ def _cst(c, dtype) -> str:
     return repr(float(c)) if kind == "f" else str(bool(c)) if kind == "b" else str(int(c))
 
 
+def _typed(x, *cs):
+    """Python constants of x's kind (the printer writes 2.0 for a float operand's 2)."""
+    kind = np.dtype(x.dtype).kind
+    return [float(c) if kind == "f" else bool(c) if kind == "b" else int(c) for c in cs]
+
+
 def _arg_type(ctx, node, i=0):
     return ctx.types[node.args[i]]
 
@@ -617,7 +623,7 @@ def _dimop_run(node, xs, ctx):
 
 
 def _cst_run(node, xs, ctx):
-    x, c = xs[0], node.p["c"]
+    x, (c,) = xs[0], _typed(xs[0], node.p["c"])
     return {"+": lambda: x + c, "*": lambda: x * c, "r-": lambda: c - x}[node.p["f"]]()
 
 
@@ -644,7 +650,7 @@ def _cmp_src(node, n, ctx):
 
 
 def _cmp_run(node, xs, ctx):
-    return _CMP[node.p["f"]](xs[0], xs[1] if len(xs) > 1 else node.p["c"])
+    return _CMP[node.p["f"]](xs[0], xs[1] if len(xs) > 1 else _typed(xs[0], node.p["c"])[0])
 
 
 def _cmp_facts(node, fs, ctx):
@@ -654,7 +660,7 @@ def _cmp_facts(node, fs, ctx):
 
 
 def _where_run(node, xs, ctx):
-    return jnp.where(xs[0], xs[1], xs[2] if len(xs) > 2 else node.p["c"])
+    return jnp.where(xs[0], xs[1], xs[2] if len(xs) > 2 else _typed(xs[1], node.p["c"])[0])
 
 
 def _where_src(node, n, ctx):
@@ -746,6 +752,43 @@ def _argsort_facts(node, fs, ctx):
 
 
 # -- control flow: bodies are programs, run by ctx.run_sub and printed by ctx.dsrc's printer ----
+
+# narrow types a value makes a round trip through: (jnp dtype, range, relative rounding)
+NARROW = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-2 ** 15, 2 ** 15 - 1),
+          "uint16": (0, 2 ** 16 - 1), "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _cvt_run(node, xs, ctx):
+    x = xs[0]
+    if node.p["to"] == "bits":
+        return lax.bitcast_convert_type(x, jnp.int32)
+    return x.astype(getattr(jnp, node.p["to"])).astype(x.dtype)
+
+
+def _cvt_src(node, n, ctx):
+    if node.p["to"] == "bits":
+        return f"lax.bitcast_convert_type({n[0]}, jnp.int32)"
+    back = ctx.types[node.args[0]].dtype.name
+    return f"{n[0]}.astype(jnp.{node.p['to']}).astype(jnp.{back})"
+
+
+def _cvt_facts(node, fs, ctx):
+    """Integers wrap into the narrow type's range; floats round (both sides round to nearest
+    even, so an exact value stays exact, an inexact one may round the other way)."""
+    f, to = fs[0], node.p["to"]
+    if to == "bits":
+        if f.err:
+            raise Invalid("the bits of an inexact value")
+        return ifacts(INT_MIN, INT_MAX)
+    if isinstance(NARROW[to], tuple):
+        lo, hi = NARROW[to]
+        return ifacts(max(f.lo, lo), min(f.hi, hi)) if lo <= f.lo and f.hi <= hi else \
+            ifacts(lo, hi)
+    rel = NARROW[to]
+    return ffacts(f.lo * (1 + rel) if f.lo < 0 else f.lo * (1 - rel),
+                  f.hi * (1 + rel) if f.hi > 0 else f.hi * (1 - rel),
+                  f.err * (1 + rel) + (rel * f.mag if f.err else 0))
+
 
 def _trip_max(node, ctx) -> int:
     lim = node.p["n"]
@@ -855,7 +898,7 @@ OPS: dict[str, Op] = {
     "cst": Op(_cst_run, _cst_src, _cst_facts),
     "cmp": Op(_cmp_run, _cmp_src, _cmp_facts),
     "where": Op(_where_run, _where_src, _where_facts),
-    "clip": Op(lambda node, xs, ctx: jnp.clip(xs[0], node.p["lo"], node.p["hi"]),
+    "clip": Op(lambda node, xs, ctx: jnp.clip(xs[0], *_typed(xs[0], node.p["lo"], node.p["hi"])),
                lambda node, n, ctx: f"jnp.clip({n[0]}, {_cst(node.p['lo'], ctx.types[node.args[0]].dtype)}, "
                                     f"{_cst(node.p['hi'], ctx.types[node.args[0]].dtype)})",
                lambda node, fs, ctx: Facts(max(min(fs[0].lo, node.p["hi"]), node.p["lo"]),
@@ -907,11 +950,12 @@ OPS: dict[str, Op] = {
     "stack": Op(lambda node, xs, ctx: jnp.stack(xs, node.p["axis"]),
                 lambda node, n, ctx: f"jnp.stack([{', '.join(n)}], {node.p['axis']})", _hull_all),
     "pad": Op(lambda node, xs, ctx: jnp.pad(xs[0], node.p["widths"],
-                                            constant_values=node.p["c"]),
+                                            constant_values=_typed(xs[0], node.p["c"])[0]),
               lambda node, n, ctx: (f"jnp.pad({n[0]}, {_ptuple(_ptuple(w) for w in node.p['widths'])}, "
                                     f"constant_values={_cst(node.p['c'], ctx.types[node.args[0]].dtype)})"),
               _pad_facts),
-    "lpad": Op(lambda node, xs, ctx: lax.pad(xs[0], jnp.asarray(node.p["c"], xs[0].dtype),
+    "lpad": Op(lambda node, xs, ctx: lax.pad(xs[0], jnp.asarray(_typed(xs[0], node.p["c"])[0],
+                                                               xs[0].dtype),
                                              node.p["cfg"]),
                lambda node, n, ctx: (f"lax.pad({n[0]}, jnp.{ctx.types[node.args[0]].dtype.name}("
                                      f"{_cst(node.p['c'], ctx.types[node.args[0]].dtype)}), "
@@ -955,6 +999,7 @@ OPS: dict[str, Op] = {
     "dimop": Op(_dimop_run,
                 lambda node, n, ctx: f"{n[0]} {node.p['f']} {ctx.dsrc(node.p['dim'])}",
                 _dimop_facts, _dimop_needs),
+    "cvt": Op(_cvt_run, _cvt_src, _cvt_facts),
     "fori": Op(_loop_run, _loop_src, _loop_facts),
     "while": Op(_loop_run, _loop_src, _loop_facts),
     "cond": Op(_cond_run, _cond_src, _cond_facts),
@@ -1590,6 +1635,16 @@ class Generator:
         y = self.partner(x, lambda w: self.compatible(c, w))
         self.add("where", [c, x, y], {})
 
+    def gen_cvt(self):
+        """A round trip through a narrow type (wrapping ints, rounding floats), or the bits of
+        an exactly computed float."""
+        v = self.pick(lambda v: self.kind(v) in "fi")
+        if self.kind(v) == "i":
+            to = self.choice(["int8", "uint8", "int16", "uint16"])
+        else:
+            to = self.choice(["bfloat16", "float16", "bits"])
+        self.add("cvt", [v], {"to": to})
+
     def gen_clip(self):
         v = self.pick(lambda v: self.kind(v) in "fi")
         lo, hi = sorted([self.choice([-1, 0, 1, 2, -3]), self.choice([-1, 0, 1, 2, 5])])
@@ -1939,7 +1994,7 @@ class Generator:
         trip = max(int(self.facts[arg[0]].hi), 0) if arg else \
             lim if isinstance(lim, int) else self.ctx.maxn([dim_value(lim, lambda v: self.types[v].shape)])
         params = [jax.ShapeDtypeStruct((), I32), t]
-        clip = (int(f.lo), int(f.hi)) if t.dtype.kind == "i" else (f.lo, f.hi)
+        clip = (int(f.lo), int(f.hi)) if t.dtype.kind == "i" else (float(f.lo), float(f.hi))
         g, caps = self.body(params, [ifacts(0, max(trip - 1, 0)), f], 1 + self.r(5), t, clip)
         self.add(op, [init] + arg + caps, {"n": lim}, [g.prog])
 
@@ -1986,7 +2041,7 @@ GEN_WEIGHTS = {
     "index": 2, "flip": 1, "dslice": 1, "take": 1, "concat": 3, "stack": 1, "pad": 2,
     "iota": 1, "mask": 2, "reduce": 9, "argred": 1, "cum": 1, "softmax": 1.5, "sort": 1,
     "layernorm": 1, "dot": 4, "fori": 1, "while": 1, "cond": 1.5, "outer": 2,
-    "attn_mask": 1, "center": 1,
+    "attn_mask": 1, "center": 1, "cvt": 1.5,
 }
 
 
