@@ -2292,8 +2292,45 @@ def program_candidates(prog: Program, typing: Typing, top: bool):
                 yield _with_node(prog, vid, Node(node.op, node.args, node.p, subs))
         for p in simpler_params(node):
             yield _with_node(prog, vid, Node(node.op, node.args, p, node.subs))
+        if node.subs:
+            fewer = without_unused_captures(node)
+            if fewer is not None:
+                yield dce(_with_node(prog, vid, fewer), not top)
     if top:
         yield from simpler_inputs(prog)
+
+
+def _capture_offsets(node: Node) -> tuple[int, int]:
+    """Where a control-flow node's captured values start: in its args, in its bodies' inputs."""
+    if node.op in ("fori", "while"):
+        return 1 + (node.op == "while" and node.p["n"] == "arg"), 2
+    return (node.p["pred"] == "arg") + node.p["n_ops"], node.p["n_ops"]
+
+
+def without_unused_captures(node: Node) -> Node | None:
+    """The node without the captured values none of its bodies reads, or None."""
+    at_args, at_body = _capture_offsets(node)
+    n_caps = len(node.args) - at_args
+    used = set()
+    for sub in node.subs:
+        live = dce(sub, keep_inputs=True)
+        used |= {a - at_body for n in live.nodes for a in deps(n) if at_body <= a < sub.n_in}
+        used |= {o - at_body for o in live.outputs if at_body <= o < sub.n_in}
+    drop = [k for k in range(n_caps) if k not in used]
+    if not drop:
+        return None
+    keep = [k for k in range(n_caps) if k not in drop]
+    subs = []
+    for sub in node.subs:
+        sub = dce(sub, keep_inputs=True)
+        old_ids = list(range(at_body)) + [at_body + k for k in keep] + \
+            list(range(sub.n_in, sub.n_in + len(sub.nodes)))
+        new = {old: i for i, old in enumerate(old_ids)}
+        subs.append(Program(sub.inputs[:at_body] + [sub.inputs[at_body + k] for k in keep],
+                            [renumber(n, new.__getitem__) for n in sub.nodes],
+                            [new[o] for o in sub.outputs]))
+    args = node.args[:at_args] + tuple(node.args[at_args + k] for k in keep)
+    return Node(node.op, args, node.p, tuple(subs))
 
 
 def simpler_params(node: Node):
