@@ -187,7 +187,7 @@ def renumber(node: Node, f: Callable) -> Node:
     return Node(node.op, tuple(f(a) for a in node.args), p, node.subs)
 
 
-# -- ops -------------------------------------------------------------------------------------------
+# -- ops ------------------------------------------------------------------------------------------
 # Each op: run(node, xs, ctx) -> jax value(s); src(node, names, ctx) -> expression (or, for ops
 # with bodies, (lines, expression)); facts(node, fs, ctx) -> Facts (raise Invalid where the op
 # is not well conditioned); needs(node, ctx) -> dims that must be >= 1 at every tested size.
@@ -640,7 +640,8 @@ def _cst_facts(node, fs, ctx):
                 "r-": lambda: ifacts(c - f.hi, c - f.lo)}[node.p["f"]]()
     if node.p["f"] == "*":
         exact = c != 0 and math.frexp(abs(c))[0] == 0.5       # a power of 2: exact
-        return ffacts(f.lo * c, f.hi * c, abs(c) * f.err + (0 if exact else 2 * U * abs(c) * f.mag))
+        rounding = 0 if exact else 2 * U * abs(c) * f.mag
+        return ffacts(f.lo * c, f.hi * c, abs(c) * f.err + rounding)
     return _fadd(f, Facts(c, c)) if node.p["f"] == "+" else _fadd(Facts(c, c), f, -1)
 
 
@@ -728,8 +729,68 @@ def _iota_facts(node, fs, ctx):
     return ifacts(0, max(ctx.maxn([d]) - 1, 0))
 
 
-def _shape_src(ctx, shape) -> str:
-    return _ptuple(ctx.dsrc(d) for d in shape)
+def _shape(node, ctx) -> tuple:
+    """The node's `shape` parameter, evaluated on the shapes it reads."""
+    return tuple(dim_value(d, ctx.shape_of) for d in node.p["shape"])
+
+
+def _shape_src(ctx, node) -> str:
+    return _ptuple(ctx.dsrc(d) for d in node.p["shape"])
+
+
+def _iota_src(node, n, ctx) -> str:
+    if len(node.p["shape"]) == 1:
+        return f"jnp.arange({ctx.dsrc(node.p['shape'][0])})"
+    return f"lax.broadcasted_iota(jnp.int32, {_shape_src(ctx, node)}, {node.p['dim']})"
+
+
+def _operand_cst(node, ctx, c) -> str:
+    return _cst(c, ctx.types[node.args[0]].dtype)
+
+
+def _clip_run(node, xs, ctx):
+    return jnp.clip(xs[0], *_typed(xs[0], node.p["lo"], node.p["hi"]))
+
+
+def _clip_src(node, n, ctx) -> str:
+    lo, hi = (_operand_cst(node, ctx, node.p[k]) for k in ("lo", "hi"))
+    return f"jnp.clip({n[0]}, {lo}, {hi})"
+
+
+def _clip_facts(node, fs, ctx):
+    f, lo, hi = fs[0], node.p["lo"], node.p["hi"]
+    return Facts(max(min(f.lo, hi), lo), min(max(f.hi, lo), hi), f.err)
+
+
+def _slice_run(node, xs, ctx):
+    items = _slices(node, len(xs[0].shape),
+                    lambda s, e, st: _slice_py(s, e, st, ctx.shape_of), slice(None))
+    return xs[0][tuple(items)]
+
+
+def _slice_op_src(node, n, ctx) -> str:
+    items = _slices(node, len(_arg_type(ctx, node).shape),
+                    lambda s, e, st: _slice_src(s, e, st, ctx.dsrc), ":")
+    return n[0] + "[" + ", ".join(items) + "]"
+
+
+def _pad_run(node, xs, ctx):
+    return jnp.pad(xs[0], node.p["widths"], constant_values=_typed(xs[0], node.p["c"])[0])
+
+
+def _pad_src(node, n, ctx) -> str:
+    widths = _ptuple(_ptuple(w) for w in node.p["widths"])
+    return f"jnp.pad({n[0]}, {widths}, constant_values={_operand_cst(node, ctx, node.p['c'])})"
+
+
+def _lpad_run(node, xs, ctx):
+    c = jnp.asarray(_typed(xs[0], node.p["c"])[0], xs[0].dtype)
+    return lax.pad(xs[0], c, node.p["cfg"])
+
+
+def _lpad_src(node, n, ctx) -> str:
+    c = f"jnp.{ctx.types[node.args[0]].dtype.name}({_operand_cst(node, ctx, node.p['c'])})"
+    return f"lax.pad({n[0]}, {c}, {_ptuple(_ptuple(w) for w in node.p['cfg'])})"
 
 
 def _argred_facts(node, fs, ctx):
@@ -898,42 +959,27 @@ OPS: dict[str, Op] = {
     "cst": Op(_cst_run, _cst_src, _cst_facts),
     "cmp": Op(_cmp_run, _cmp_src, _cmp_facts),
     "where": Op(_where_run, _where_src, _where_facts),
-    "clip": Op(lambda node, xs, ctx: jnp.clip(xs[0], *_typed(xs[0], node.p["lo"], node.p["hi"])),
-               lambda node, n, ctx: f"jnp.clip({n[0]}, {_cst(node.p['lo'], ctx.types[node.args[0]].dtype)}, "
-                                    f"{_cst(node.p['hi'], ctx.types[node.args[0]].dtype)})",
-               lambda node, fs, ctx: Facts(max(min(fs[0].lo, node.p["hi"]), node.p["lo"]),
-                                           min(max(fs[0].hi, node.p["lo"]), node.p["hi"]),
-                                           fs[0].err)),
+    "clip": Op(_clip_run, _clip_src, _clip_facts),
     "expand": Op(lambda node, xs, ctx: jnp.expand_dims(xs[0], node.p["axis"]),
                  lambda node, n, ctx: n[0] + _index_src(len(_arg_type(ctx, node).shape),
                                                         node.p["axis"], "None"),
                  _passthrough),
-    "bcast": Op(lambda node, xs, ctx: jnp.broadcast_to(
-                    xs[0], tuple(dim_value(d, ctx.shape_of) for d in node.p["shape"])),
-                lambda node, n, ctx: f"jnp.broadcast_to({n[0]}, {_shape_src(ctx, node.p['shape'])})",
+    "bcast": Op(lambda node, xs, ctx: jnp.broadcast_to(xs[0], _shape(node, ctx)),
+                lambda node, n, ctx: f"jnp.broadcast_to({n[0]}, {_shape_src(ctx, node)})",
                 _passthrough),
-    "bid": Op(lambda node, xs, ctx: lax.broadcast_in_dim(
-                  xs[0], tuple(dim_value(d, ctx.shape_of) for d in node.p["shape"]),
-                  node.p["dims"]),
-              lambda node, n, ctx: (f"lax.broadcast_in_dim({n[0]}, "
-                                    f"{_shape_src(ctx, node.p['shape'])}, {_ptuple(node.p['dims'])})"),
+    "bid": Op(lambda node, xs, ctx: lax.broadcast_in_dim(xs[0], _shape(node, ctx), node.p["dims"]),
+              lambda node, n, ctx: (f"lax.broadcast_in_dim({n[0]}, {_shape_src(ctx, node)}, "
+                                    f"{_ptuple(node.p['dims'])})"),
               _passthrough),
     "squeeze": Op(lambda node, xs, ctx: jnp.squeeze(xs[0], node.p["axis"]),
                   lambda node, n, ctx: f"jnp.squeeze({n[0]}, {node.p['axis']})", _passthrough),
-    "reshape": Op(lambda node, xs, ctx: xs[0].reshape(
-                      tuple(dim_value(d, ctx.shape_of) for d in node.p["shape"])),
-                  lambda node, n, ctx: f"{n[0]}.reshape{_shape_src(ctx, node.p['shape'])}",
-                  _passthrough),
+    "reshape": Op(lambda node, xs, ctx: xs[0].reshape(_shape(node, ctx)),
+                  lambda node, n, ctx: f"{n[0]}.reshape{_shape_src(ctx, node)}", _passthrough),
     "transpose": Op(lambda node, xs, ctx: jnp.transpose(xs[0], node.p["perm"]),
                     lambda node, n, ctx: (f"{n[0]}.T" if node.p["perm"] == (1, 0) else
                                           f"jnp.transpose({n[0]}, {_ptuple(node.p['perm'])})"),
                     _passthrough),
-    "slice": Op(lambda node, xs, ctx: xs[0][tuple(_slices(
-                    node, len(xs[0].shape), lambda s, e, st: _slice_py(s, e, st, ctx.shape_of), slice(None)))],
-                lambda node, n, ctx: n[0] + "[" + ", ".join(_slices(
-                    node, len(_arg_type(ctx, node).shape),
-                    lambda s, e, st: _slice_src(s, e, st, ctx.dsrc), ":")) + "]",
-                _passthrough),
+    "slice": Op(_slice_run, _slice_op_src, _passthrough),
     "index": Op(lambda node, xs, ctx: xs[0][(slice(None),) * node.p["axis"] + (node.p["i"],)],
                 lambda node, n, ctx: n[0] + "[" + ", ".join([":"] * node.p["axis"]
                                                             + [str(node.p["i"])]) + "]",
@@ -942,33 +988,19 @@ OPS: dict[str, Op] = {
                lambda node, n, ctx: f"jnp.flip({n[0]}, {node.p['axis']})", _passthrough),
     "dslice": Op(_dslice_run, _dslice_src, _dslice_facts),
     "take": Op(lambda node, xs, ctx: jnp.take(xs[0], xs[1], axis=node.p["axis"], mode="clip"),
-               lambda node, n, ctx: f"jnp.take({n[0]}, {n[1]}, axis={node.p['axis']}, mode='clip')",
+               lambda node, n, ctx: (f"jnp.take({n[0]}, {n[1]}, axis={node.p['axis']}, "
+                                     "mode='clip')"),
                _passthrough, _take_needs),
     "concat": Op(lambda node, xs, ctx: jnp.concatenate(xs, node.p["axis"]),
                  lambda node, n, ctx: f"jnp.concatenate([{', '.join(n)}], {node.p['axis']})",
                  _hull_all),
     "stack": Op(lambda node, xs, ctx: jnp.stack(xs, node.p["axis"]),
                 lambda node, n, ctx: f"jnp.stack([{', '.join(n)}], {node.p['axis']})", _hull_all),
-    "pad": Op(lambda node, xs, ctx: jnp.pad(xs[0], node.p["widths"],
-                                            constant_values=_typed(xs[0], node.p["c"])[0]),
-              lambda node, n, ctx: (f"jnp.pad({n[0]}, {_ptuple(_ptuple(w) for w in node.p['widths'])}, "
-                                    f"constant_values={_cst(node.p['c'], ctx.types[node.args[0]].dtype)})"),
-              _pad_facts),
-    "lpad": Op(lambda node, xs, ctx: lax.pad(xs[0], jnp.asarray(_typed(xs[0], node.p["c"])[0],
-                                                               xs[0].dtype),
-                                             node.p["cfg"]),
-               lambda node, n, ctx: (f"lax.pad({n[0]}, jnp.{ctx.types[node.args[0]].dtype.name}("
-                                     f"{_cst(node.p['c'], ctx.types[node.args[0]].dtype)}), "
-                                     f"{_ptuple(_ptuple(w) for w in node.p['cfg'])})"),
-               _pad_facts, _lpad_needs),
-    "iota": Op(lambda node, xs, ctx: lax.broadcasted_iota(
-                   jnp.int32, tuple(dim_value(d, ctx.shape_of) for d in node.p["shape"]),
-                   node.p["dim"]),
-               lambda node, n, ctx: (f"jnp.arange({ctx.dsrc(node.p['shape'][0])})"
-                                     if len(node.p["shape"]) == 1 else
-                                     f"lax.broadcasted_iota(jnp.int32, "
-                                     f"{_shape_src(ctx, node.p['shape'])}, {node.p['dim']})"),
-               _iota_facts),
+    "pad": Op(_pad_run, _pad_src, _pad_facts),
+    "lpad": Op(_lpad_run, _lpad_src, _pad_facts, _lpad_needs),
+    "iota": Op(lambda node, xs, ctx: lax.broadcasted_iota(jnp.int32, _shape(node, ctx),
+                                                          node.p["dim"]),
+               _iota_src, _iota_facts),
     "reduce": Op(_reduce_run, _reduce_src, _reduce_facts, _reduce_needs),
     "argred": Op(lambda node, xs, ctx: getattr(jnp, node.p["f"])(xs[0], axis=node.p["axis"],
                                                                  keepdims=node.p["keep"]),
@@ -990,8 +1022,10 @@ OPS: dict[str, Op] = {
               _lse_facts, lambda node, ctx: [_nonempty_or_empty_result(node, ctx)]),
     "sort": Op(lambda node, xs, ctx: jnp.sort(xs[0], axis=node.p["axis"]),
                lambda node, n, ctx: f"jnp.sort({n[0]}, axis={node.p['axis']})", _sort_facts),
-    "argsort": Op(lambda node, xs, ctx: jnp.argsort(xs[0], axis=node.p["axis"]).astype(jnp.int32),
-                  lambda node, n, ctx: f"jnp.argsort({n[0]}, axis={node.p['axis']}).astype(jnp.int32)",
+    "argsort": Op(lambda node, xs, ctx: jnp.argsort(xs[0], axis=node.p["axis"]).astype(
+                      jnp.int32),
+                  lambda node, n, ctx: (f"jnp.argsort({n[0]}, axis={node.p['axis']})"
+                                        ".astype(jnp.int32)"),
                   _argsort_facts),
     "dot": Op(lambda node, xs, ctx: (xs[0] @ xs[1] if node.p.get("matmul")
                                      else jnp.einsum(node.p["spec"], *xs)),
@@ -1145,7 +1179,7 @@ def infer_facts(prog: Program, typing: Typing, in_facts: list, envs) -> Facts:
     return facts[prog.outputs[0]]
 
 
-# -- interpreter -----------------------------------------------------------------------------------
+# -- interpreter ----------------------------------------------------------------------------------
 
 def run_program(prog: Program, in_vals: list) -> list:
     vals = list(in_vals)
@@ -1619,7 +1653,7 @@ class Generator:
         v = self.pick(lambda v: self.kind(v) in "fi" and self.facts[v].err == 0)
         f = self.choice(list(COMPARES.values()))
         if self.r() < 0.4:
-            c = self.choice([0.0, 0.5, -1.0, 1.5]) if self.kind(v) == "f" else self.choice([0, 3, -1])
+            c = self.choice([0.0, 0.5, -1.0, 1.5] if self.kind(v) == "f" else [0, 3, -1])
             self.add("cmp", [v], {"f": f, "c": c})
             return
         w = self.partner(v, lambda w: self.facts[w].err == 0)
@@ -1992,7 +2026,8 @@ class Generator:
             if s is not None:
                 lim, arg = "arg", [s]
         trip = max(int(self.facts[arg[0]].hi), 0) if arg else \
-            lim if isinstance(lim, int) else self.ctx.maxn([dim_value(lim, lambda v: self.types[v].shape)])
+            lim if isinstance(lim, int) else \
+            self.ctx.maxn([dim_value(lim, lambda v: self.types[v].shape)])
         params = [jax.ShapeDtypeStruct((), I32), t]
         clip = (int(f.lo), int(f.hi)) if t.dtype.kind == "i" else (float(f.lo), float(f.hi))
         g, caps = self.body(params, [ifacts(0, max(trip - 1, 0)), f], 1 + self.r(5), t, clip)
@@ -2104,7 +2139,8 @@ class Worker:
 
     def _start(self):
         here = os.path.dirname(os.path.abspath(__file__))
-        code = f"import sys; sys.path.insert(0, {here!r}); import program_fuzz; program_fuzz.serve()"
+        code = (f"import sys; sys.path.insert(0, {here!r}); import program_fuzz; "
+                "program_fuzz.serve()")
         env = dict(os.environ)
         env.setdefault("JDISC_CHECK_PLAN", "1")      # as in the tests: plans are checked
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
@@ -2467,7 +2503,8 @@ class Finding:
         head = (f"program {self.index} of batch seed {self.seed}: {self.failure.kind}: "
                 f"{self.failure.message[:600]}")
         note = "" if self.shrunk else " (not shrunk)"
-        return f"{head}\n--- repro{note} ({prog.size()} ops):\n{self.repro or source(prog, envs[0], self.input_seed)}"
+        repro = self.repro or source(prog, envs[0], self.input_seed)
+        return f"{head}\n--- repro{note} ({prog.size()} ops):\n{repro}"
 
     @property
     def input_seed(self) -> int:
@@ -2515,7 +2552,8 @@ def check_programs(worker: Worker, progs: list[Program], envs: list[dict], seeds
             for i, fl in zip(todo, fails):
                 result[i] = _blame_refusals(run, i, fl)
             return result
-        first = next(f for fl in fails for f in fl if f.kind not in ("mismatch", "compiles", "size0"))
+        first = next(f for fl in fails for f in fl
+                     if f.kind not in ("mismatch", "compiles", "size0"))
         at_envs = [first.env] if first.env else envs
         idx = todo
         while len(idx) > 1:

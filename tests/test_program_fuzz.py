@@ -6,10 +6,10 @@ Seeded tier: 28 batches, 224 programs (`test_random_programs[k]`, batch seed SEE
 JDISC_PROGRAM_FUZZ_BATCHES changes the count; marked slow until the planner bugs it found are
 fixed, see the test; about 300 s of CPU, 150 s on two idle cores), checked by two worker
 processes (a crash in generated code fails its batch, not the session), then the failures shrunk
-within a shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S, default 240 s, at most 90 s each). A failure's
-report is its repro; `python tests/program_fuzz.py --seed S --n 8` regenerates batch S and
-shrinks every failure in it. A ShapeError for a size-0 call that jax.jit runs is recorded as a
-SizeZeroRefusal warning, as in test_fuzz.py.
+within a shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S, default 240 s, at most 90 s each). A
+failure's report is its repro; `python tests/program_fuzz.py --seed S --n 8` regenerates batch S
+and shrinks every failure in it. A ShapeError for a size-0 call that jax.jit runs is recorded as
+a SizeZeroRefusal warning, as in test_fuzz.py.
 
 Slow tier (`-m slow`): JDISC_PROGRAM_FUZZ_N programs (default 400) from a random first seed,
 printed in the report so a failing run can be replayed.
@@ -159,8 +159,8 @@ def test_error_bounds_hold_against_float64():
 
 def _cpu_s() -> float:
     """CPU seconds of this process and its finished children (the workers, their compilers)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
 @pytest.fixture(scope="module")
