@@ -911,6 +911,103 @@ def _loop_src(node, n, ctx):
                    f"(0, {n[0]}))[1]")
 
 
+def _scan_facts(node, fs, ctx):
+    """As a loop's (the carry's range widened to a fixed point, the error followed for the
+    longest scan), and the stacked outputs' facts from the last step."""
+    body, typing = node.subs[0], ctx.sub_types[ctx.vid][0]
+    init, xs, caps = fs[0], fs[1], list(fs[2:])
+    n = ctx.maxn([ctx.types[node.args[1]].shape[0]])
+    lo, hi = init.lo, init.hi
+    for _ in range(3):
+        out = output_facts(body, typing, [Facts(lo, hi, init.err), xs] + caps, ctx.envs)[0]
+        if lo <= out.lo and out.hi <= hi:
+            break
+        lo, hi = min(lo, out.lo), max(hi, out.hi)
+    else:
+        raise Invalid("the body leaves the carry's range")
+    err = init.err
+    outs = output_facts(body, typing, [Facts(lo, hi, err), xs] + caps, ctx.envs)
+    for _ in range(n):
+        outs = output_facts(body, typing, [Facts(lo, hi, err), xs] + caps, ctx.envs)
+        err = max(err, outs[0].err)
+        if err > MAX_REL_ERR * max(1.0, abs(lo), abs(hi)):
+            raise Invalid("scan error grows")
+    return Facts(lo, hi, err) if node.p["out"] == "carry" else outs[1]
+
+
+def _scan_run(node, xs, ctx):
+    body, caps = node.subs[0], list(xs[2:])
+    carry, ys = lax.scan(lambda c, x: tuple(ctx.run_sub(body, [c, x] + caps)), xs[0], xs[1])
+    return carry if node.p["out"] == "carry" else ys
+
+
+def _scan_src(node, n, ctx):
+    lines, fname = ctx.print_sub(node.subs[0], f"step{ctx.vid}", ["c", "x"], n[2:])
+    return lines, f"lax.scan({fname}, {n[0]}, {n[1]})[{0 if node.p['out'] == 'carry' else 1}]"
+
+
+SCATTERS = ("add", "set", "max", "min")
+
+
+def _scatter_run(node, xs, ctx):
+    (c,) = _typed(xs[0], node.p["c"])
+    return getattr(xs[0].at[xs[1]], node.p["f"])(c, mode="drop")
+
+
+def _scatter_src(node, n, ctx):
+    return f"{n[0]}.at[{n[1]}].{node.p['f']}({_operand_cst(node, ctx, node.p['c'])}, mode='drop')"
+
+
+def _scatter_facts(node, fs, ctx):
+    """Out-of-bounds indices are dropped; an index repeated k times adds k times (in an order
+    that may differ: k roundings)."""
+    f, c, name = fs[0], node.p["c"], node.p["f"]
+    if name != "add":
+        g = hull(f, Facts(c, c))
+        return g if name == "set" else Facts(max(f.lo, c), max(f.hi, c), f.err) \
+            if name == "max" else Facts(min(f.lo, c), min(f.hi, c), f.err)
+    k = ctx.maxn(ctx.types[node.args[1]].shape)
+    lo, hi = f.lo + min(0, k * c), f.hi + max(0, k * c)
+    if ctx.types[node.args[0]].dtype.kind == "i":
+        return ifacts(lo, hi)
+    return ffacts(lo, hi, f.err + 2 * (k + 1) * U * max(abs(lo), abs(hi)))
+
+
+POOLS = {"max": "max", "min": "min", "sum": "add"}
+
+
+def _pool_init(dtype, f):
+    if np.dtype(dtype).kind == "f":
+        return {"max": -np.inf, "min": np.inf, "sum": 0.0}[f]
+    return {"max": INT_MIN, "min": INT_MAX, "sum": 0}[f]
+
+
+def _pool_run(node, xs, ctx):
+    x, f = xs[0], node.p["f"]
+    init = jnp.asarray(_pool_init(x.dtype, f), x.dtype)
+    return lax.reduce_window(x, init, getattr(lax, POOLS[f]), node.p["window"], node.p["strides"],
+                             node.p["padding"])
+
+
+def _pool_src(node, n, ctx):
+    dtype = ctx.types[node.args[0]].dtype
+    init = _pool_init(dtype, node.p["f"])
+    init = ("-jnp.inf" if init < 0 else "jnp.inf") if np.isinf(init) else repr(init)
+    return (f"lax.reduce_window({n[0]}, jnp.{dtype.name}({init}), lax.{POOLS[node.p['f']]}, "
+            f"{_ptuple(node.p['window'])}, {_ptuple(node.p['strides'])}, '{node.p['padding']}')")
+
+
+def _pool_facts(node, fs, ctx):
+    f = fs[0]
+    if node.p["f"] != "sum":
+        return f
+    n = math.prod(node.p["window"])
+    lo, hi = min(0, n * f.lo), max(0, n * f.hi)
+    if ctx.types[node.args[0]].dtype.kind == "i":
+        return ifacts(lo, hi)
+    return ffacts(lo, hi, n * f.err + (n + 1) * U * n * f.mag)
+
+
 def _cond_facts(node, fs, ctx):
     ops = fs[1:] if node.p["pred"] == "arg" else fs
     outs = [infer_facts(sub, t, ops, ctx.envs)
@@ -1034,11 +1131,14 @@ OPS: dict[str, Op] = {
                 lambda node, n, ctx: f"{n[0]} {node.p['f']} {ctx.dsrc(node.p['dim'])}",
                 _dimop_facts, _dimop_needs),
     "cvt": Op(_cvt_run, _cvt_src, _cvt_facts),
+    "scatter": Op(_scatter_run, _scatter_src, _scatter_facts),
+    "pool": Op(_pool_run, _pool_src, _pool_facts),
+    "scan": Op(_scan_run, _scan_src, _scan_facts),
     "fori": Op(_loop_run, _loop_src, _loop_facts),
     "while": Op(_loop_run, _loop_src, _loop_facts),
     "cond": Op(_cond_run, _cond_src, _cond_facts),
 }
-CONTROL = ("fori", "while", "cond")
+CONTROL = ("fori", "while", "cond", "scan")
 
 
 # -- inference: shapes (jax.eval_shape of each op), facts, validity at the tested sizes ---------
@@ -1067,6 +1167,8 @@ def input_facts(inp: Input) -> Facts:
 def body_input_types(node: Node, types: list) -> list[list]:
     """The parameter types of each body of a control-flow node (captured values follow)."""
     ts = [types[a] for a in node.args]
+    if node.op == "scan":
+        return [[ts[0], jax.ShapeDtypeStruct(ts[1].shape[1:], ts[1].dtype)] + ts[2:]]
     if node.op in ("fori", "while"):
         caps = ts[2:] if node.op == "while" and node.p["n"] == "arg" else ts[1:]
         return [[jax.ShapeDtypeStruct((), I32), ts[0]] + caps]
@@ -1076,6 +1178,8 @@ def body_input_types(node: Node, types: list) -> list[list]:
 
 def body_input_facts(node: Node, facts: list, ctx) -> list[list]:
     fs = [facts[a] for a in node.args]
+    if node.op == "scan":
+        return [fs]
     if node.op in ("fori", "while"):
         n = _trip_max(node, ctx)
         caps = fs[2:] if node.op == "while" and node.p["n"] == "arg" else fs[1:]
@@ -1108,7 +1212,7 @@ def type_node(node: Node, typing: Typing, envs: list[dict], vid: int, vals: list
     if node.subs:
         for sub, in_types, in_facts in zip(node.subs, body_input_types(node, typing.types),
                                            body_input_facts(node, typing.facts, ctx)):
-            if len(in_types) != sub.n_in or len(sub.outputs) != 1:
+            if len(in_types) != sub.n_in or len(sub.outputs) != (2 if node.op == "scan" else 1):
                 raise Invalid("body arity")
             subs.append(infer(sub, envs, in_types, in_facts))
         ctx.sub_types[vid] = subs
@@ -1170,13 +1274,17 @@ def infer(prog: Program, envs: list[dict], in_types=None, in_facts=None) -> Typi
 
 
 def infer_facts(prog: Program, typing: Typing, in_facts: list, envs) -> Facts:
-    """The facts of a body's (single) output for these parameter facts (shapes known)."""
+    """The facts of a body's (first) output for these parameter facts (shapes known)."""
+    return output_facts(prog, typing, in_facts, envs)[0]
+
+
+def output_facts(prog: Program, typing: Typing, in_facts: list, envs) -> list[Facts]:
     facts = list(in_facts)
     ctx = Ctx(envs, typing.types, facts, sub_types=typing.subs)
     for k, node in enumerate(prog.nodes):
         ctx.vid = prog.n_in + k
         facts.append(OPS[node.op].facts(node, [facts[a] for a in node.args], ctx))
-    return facts[prog.outputs[0]]
+    return [facts[o] for o in prog.outputs]
 
 
 # -- interpreter ----------------------------------------------------------------------------------
@@ -1559,7 +1667,7 @@ class Generator:
         gens = list(GEN_WEIGHTS)
         w = np.array([GEN_WEIGHTS[g] for g in gens], float)
         if self.depth:
-            w[[gens.index(g) for g in ("fori", "while", "cond")]] = 0
+            w[[gens.index(g) for g in CONTROL]] = 0
         w /= w.sum()
         done = 0
         while done < n_ops:
@@ -1978,11 +2086,11 @@ class Generator:
         self.add("dot", [x, y], {"spec": spec, "matmul": matmul and self.r() < 0.7})
 
     # ---- control flow
-    def body(self, params: list, params_facts: list, n_ops: int, target, clip=None
-             ) -> tuple[Program, list]:
-        """A body program of params (+ captured outer values) whose one output has the type
-        `target` (clipped to `clip`, a loop carry's range); returns it with the outer ids of
-        the captures."""
+    def body(self, params: list, params_facts: list, n_ops: int, target, clip=None,
+             stacked=False) -> tuple[Program, list]:
+        """A body program of params (+ captured outer values) whose output has the type
+        `target` (clipped to `clip`, a loop carry's range), and with `stacked` a second output
+        (a scan's per-step value); returns it with the outer ids of the captures."""
         caps = [self.maybe(lambda v: self.kind(v) == "f") for _ in range(self.r(3))]
         caps = [c for c in dict.fromkeys(caps) if c is not None]
         g = Generator(self.rng, self.envs, self.depth + 1)
@@ -1995,6 +2103,9 @@ class Generator:
             g.vals = vals
             g.fill(n_ops)
             g.prog.outputs = [g.finish(target, clip)]
+            if stacked:
+                g.prog.outputs.append(g.pick(lambda v: v != g.prog.outputs[0]
+                                             and len(g.shape(v)) <= 2))
         traced(run, g.typing.types)
         return g, caps
 
@@ -2036,6 +2147,35 @@ class Generator:
     def gen_while(self):
         self.gen_fori("while")
 
+    def gen_scan(self):
+        """lax.scan over the leading axis of a value (a dynamic length, often), carrying
+        another; the result is the final carry or the stacked per-step outputs."""
+        init = self.pick(lambda v: self.kind(v) in "fi" and len(self.shape(v)) <= 2)
+        xs = self.pick(lambda v: self.kind(v) in "fi" and 1 <= len(self.shape(v)) <= 3
+                       and self.ctx.maxn([self.shape(v)[0]]) <= 13)
+        t, f, tx = self.types[init], self.facts[init], self.types[xs]
+        clip = (int(f.lo), int(f.hi)) if t.dtype.kind == "i" else (float(f.lo), float(f.hi))
+        params = [t, jax.ShapeDtypeStruct(tx.shape[1:], tx.dtype)]
+        g, caps = self.body(params, [f, self.facts[xs]], 1 + self.r(5), t, clip, stacked=True)
+        self.add("scan", [init, xs] + caps, {"out": self.choice(["carry", "ys", "ys"])},
+                 [g.prog])
+
+    def gen_scatter(self):
+        """x.at[idx].add/set/max/min(c, mode='drop') along axis 0, indices from the data."""
+        x = self.pick(lambda v: self.kind(v) in "fi" and len(self.shape(v)) >= 1)
+        idx = self.pick(lambda v: self.kind(v) == "i" and len(self.shape(v)) == 1)
+        c = self.choice([1.0, 0.5, -2.0]) if self.kind(x) == "f" else self.choice([1, -3, 7])
+        self.add("scatter", [x, idx], {"f": self.choice(SCATTERS), "c": c})
+
+    def gen_pool(self):
+        """lax.reduce_window (max/min/sum pooling) with small windows and strides."""
+        x = self.pick(lambda v: self.kind(v) in "fi" and 1 <= len(self.shape(v)) <= 3)
+        rank = len(self.shape(x))
+        window = tuple(self.choice([1, 2, 3]) for _ in range(rank))
+        strides = tuple(self.choice([1, 1, 2]) for _ in range(rank))
+        self.add("pool", [x], {"f": self.choice(list(POOLS)), "window": window,
+                               "strides": strides, "padding": self.choice(["VALID", "SAME"])})
+
     def gen_cond(self):
         ops = [self.pick()]
         if self.r() < 0.4:
@@ -2076,7 +2216,7 @@ GEN_WEIGHTS = {
     "index": 2, "flip": 1, "dslice": 1, "take": 1, "concat": 3, "stack": 1, "pad": 2,
     "iota": 1, "mask": 2, "reduce": 9, "argred": 1, "cum": 1, "softmax": 1.5, "sort": 1,
     "layernorm": 1, "dot": 4, "fori": 1, "while": 1, "cond": 1.5, "outer": 2,
-    "attn_mask": 1, "center": 1, "cvt": 1.5,
+    "attn_mask": 1, "center": 1, "cvt": 1.5, "scan": 1, "scatter": 1, "pool": 1,
 }
 
 
@@ -2338,6 +2478,8 @@ def program_candidates(prog: Program, typing: Typing, top: bool):
 
 def _capture_offsets(node: Node) -> tuple[int, int]:
     """Where a control-flow node's captured values start: in its args, in its bodies' inputs."""
+    if node.op == "scan":
+        return 2, 2
     if node.op in ("fori", "while"):
         return 1 + (node.op == "while" and node.p["n"] == "arg"), 2
     return (node.p["pred"] == "arg") + node.p["n_ops"], node.p["n_ops"]

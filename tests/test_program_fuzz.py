@@ -220,23 +220,28 @@ def _square_chain(x):
 
 
 def _mixed_chains(x, y):
-    """Three live chains that read each other: every value has several consumers."""
+    """Three live chains that read each other, 200 deep: every value has several consumers."""
     u, v, w = x, y, x + y
-    for i in range(200):
+    for i in range(100):                        # two ops deep per step
         u, v, w = (u * v + w, v - u * w, jax.numpy.maximum(w, u) * 0.5) if i % 3 else \
-            (u + w, v * u, w - v)
+            (u + w * v, v * u - w, w - v * 0.5)
     return u, v, w
 
 
 @pytest.mark.parametrize("fn,n_args", [(_square_chain, 1), (_mixed_chains, 2)])
 def test_deep_dag_compiles_fast(fn, n_args):
-    """A 200-deep fused DAG with shared subvalues: export, IR passes and C generation (the C
-    compiler excluded) take well under a second of CPU."""
+    """A 200-deep fused DAG with shared subvalues: jdisc's passes and C generation (after
+    jax.export, before the C compiler) take well under a second of CPU."""
     from jdisc.api import lower_to_ir
     from jdisc.lowering.codegen import generate
     x = np.linspace(0, 1, 15, dtype=np.float32).reshape(5, 3)
+    spec = jax.ShapeDtypeStruct((jax.export.symbolic_shape("a")[0], 3), np.float32)
     t0 = time.process_time()
+    jax.export.export(jax.jit(fn))(*[spec] * n_args)        # jax's share, measured alone
+    t1 = time.process_time()
     prog = lower_to_ir(fn, *[x] * n_args, dynamic_axes=({0: "a"},) * n_args)
     generate(prog)
-    cpu = time.process_time() - t0
-    assert cpu < 1.0, f"{cpu:.2f} s of CPU for a 200-deep DAG"
+    t2 = time.process_time()
+    jdisc_cpu = (t2 - t1) - (t1 - t0)
+    assert jdisc_cpu < 0.8, (f"{jdisc_cpu:.2f} s of CPU for a 200-deep DAG "
+                             f"(jax.export: {t1 - t0:.2f} s)")
