@@ -138,3 +138,87 @@ def test_fallback_to_xla_warns_once_and_runs():
     assert jf.stats()["fallbacks"] == 1
     with pytest.raises(jdisc.ArgumentError, match="fallback"):
         jdisc.jit(f, fallback="numpy")
+
+
+# ---------------------------------------------------------------------------- shape-rule checks
+# Each program of test_plan_check.SHAPE_RULE_PROGRAMS, called with dims that agree (the right
+# answer) and with dims that disagree (a ShapeError naming what disagrees, before any kernel
+# reads out of bounds).
+
+def _f32(*shape):
+    return np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+
+def _i32(rows):
+    return np.array(rows, np.int32)
+
+
+def _gather_pairs(x, starts):
+    return x[starts[:, 0], starts[:, 1]].reshape(-1, 1, 1)
+
+
+def _gather_batched(x, starts):
+    return x[np.arange(len(x)), starts[:, 0]]
+
+
+def _conv_batch_groups(x, k):
+    return jax.lax.conv_general_dilated(x, k, (1, 1), "VALID", batch_group_count=4,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def _ones(*shapes):
+    return tuple(np.ones(s, np.float32) for s in shapes)
+
+
+_EVENS = np.arange(6) % 2 == 0
+
+# name -> (op, agreeing args, reference, [(disagreeing args, words in the error), ...])
+_SHAPE_RULE_CASES = {
+    "clamp_bounds": (
+        "stablehlo.clamp", (np.ones(6, np.float32), _f32(6), np.full(6, 4, np.float32)),
+        lambda lo, x, hi: np.clip(x, lo, hi),
+        [((np.zeros(1, np.float32), _f32(6), np.full(6, 4, np.float32)),
+          ("min against the operand", "d0_0 = 1", "d1_0 = 6")),
+         ((np.zeros(6, np.float32), _f32(6), np.full(7, 4, np.float32)),
+          ("max against the operand", "d2_0 = 7", "d1_0 = 6"))]),
+    "select_predicate": (
+        "stablehlo.select", (_EVENS, _f32(6), -_f32(6)), np.where,
+        [((np.ones(1, bool), _f32(6), -_f32(6)),
+          ("the predicate against on_true", "d0_0 = 1", "d1_0 = 6")),
+         ((np.ones(6, bool), _f32(6), -_f32(5)),
+          ("on_true against on_false", "d1_0 = 6", "d2_0 = 5"))]),
+    "reshape_to_static": (
+        "stablehlo.reshape", (_f32(6),), lambda x: x.reshape(2, 3),
+        [((_f32(2),), ("element counts", "d0_0 == 6", "d0_0 = 2")),
+         ((_f32(7),), ("element counts", "d0_0 == 6", "d0_0 = 7"))]),
+    "gather_index_vector": (
+        "stablehlo.gather", (_f32(4, 4), _i32([[1, 2], [3, 0], [0, 3]])), _gather_pairs,
+        [((_f32(4, 4), _i32([[1], [2]])),
+          ("the index vector", "start_index_map", "d1_1 == 2", "d1_1 = 1"))]),
+    "gather_batching_dims": (
+        "stablehlo.gather", (_f32(2, 4, 3), _i32([[3], [1]])), _gather_batched,
+        [((_f32(2, 4, 3), _i32([[3], [1], [2]])),
+          ("operand batching axis 0 against start_indices batching axis 0", "d0_0 = 2",
+           "d1_0 = 3"))]),
+    "conv_batch_groups": (
+        "stablehlo.convolution", (_f32(8, 3, 3, 2) / 100, _f32(2, 2, 2, 8) / 100),
+        _conv_batch_groups,
+        [(_ones((4, 2, 2, 1), (1, 1, 1, 6)),
+          ("kernel's output features", "4 batch groups", "d1_3 % 4 == 0", "d1_3 = 6")),
+         (_ones((6, 2, 2, 1), (1, 1, 1, 8)),
+          ("input batch", "4 batch groups", "d0_0 % 4 == 0", "d0_0 = 6"))]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPE_RULE_CASES))
+def test_shape_rule_checks_reject_disagreeing_dims(name):
+    from test_plan_check import SHAPE_RULE_PROGRAMS
+    op, good, reference, bad = _SHAPE_RULE_CASES[name]
+    f = jdisc.compile_stablehlo(SHAPE_RULE_PROGRAMS[name])
+    for args, words in bad:
+        with pytest.raises(ShapeError) as info:
+            f(*args)
+        for w in (op,) + words:
+            assert w in str(info.value), str(info.value)
+    (got,) = f(*good)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(reference(*good)), rtol=1e-5)

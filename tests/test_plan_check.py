@@ -296,10 +296,10 @@ def test_division_facts_are_proven():
     assert division_proves_nonneg(sc, 3 - symbolic.mod(h, 4))
 
 
-# Programs whose kernels read out of bounds when the inputs' dims disagree, because no launcher
-# check covers the op's shape rule (found by the checker; /tmp/plan_check_findings.md). They pass
-# once shape propagation checks them.
-_MISSING_CHECKS = {
+# Programs whose kernels read out of bounds when the inputs' dims disagree unless the op's shape
+# rule adds a launcher check (the plan checker found each one missing).
+# tests/test_bad_input.py runs each with agreeing and disagreeing dims.
+SHAPE_RULE_PROGRAMS = {
     "clamp_bounds": """
 func.func @main(%lo: tensor<?xf32>, %x: tensor<?xf32>, %hi: tensor<?xf32>) -> tensor<?xf32> {
   %0 = stablehlo.clamp %lo, %x, %hi : tensor<?xf32>
@@ -314,6 +314,14 @@ func.func @main(%p: tensor<?xi1>, %a: tensor<?xf32>, %b: tensor<?xf32>) -> tenso
 func.func @main(%x: tensor<?xf32>) -> tensor<2x3xf32> {
   %0 = stablehlo.reshape %x : (tensor<?xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
+}""",
+    "gather_batching_dims": """
+func.func @main(%x: tensor<?x?x3xf32>, %i: tensor<?x1xi32>) -> tensor<?x3xf32> {
+  %0 = "stablehlo.gather"(%x, %i) <{dimension_numbers = #stablehlo.gather<offset_dims = [1],
+    collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0],
+    start_index_map = [1], index_vector_dim = 1>, slice_sizes = array<i64: 1, 1, 3>}>
+    : (tensor<?x?x3xf32>, tensor<?x1xi32>) -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
 }""",
     "gather_index_vector": """
 func.func @main(%x: tensor<?x?xf32>, %i: tensor<?x?xi32>) -> tensor<?x1x1xf32> {
@@ -332,9 +340,8 @@ func.func @main(%x: tensor<?x?x?x?xf32>, %k: tensor<?x?x?x?xf32>) -> tensor<?x?x
 }
 
 
-@pytest.mark.xfail(strict=False, reason="missing launcher checks in shape propagation (reported)")
-@pytest.mark.parametrize("name", sorted(_MISSING_CHECKS))
-def test_ops_whose_shape_rules_lack_a_check(name, monkeypatch):
+@pytest.mark.parametrize("name", sorted(SHAPE_RULE_PROGRAMS))
+def test_shape_rules_check_what_their_kernels_read(name, monkeypatch):
     from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
     monkeypatch.setenv("JDISC_CHECK_PLAN", "1")
-    check_plan(compile_stablehlo_to_ir(_MISSING_CHECKS[name]), recursive=True)
+    check_plan(compile_stablehlo_to_ir(SHAPE_RULE_PROGRAMS[name]), recursive=True)

@@ -144,6 +144,26 @@ class _Propagator:
                 self.prog.checks.append(Check(x, "==", y, f"{what} of stablehlo.{op.name} at "
                                               f"{op.loc}: axis {i} must match"))
 
+    def same_shape_or_scalar(self, op: Op, v: Value, ref: tuple, what: str) -> None:
+        """`v` is a scalar (read at index 0 for every element) or has the shape `ref`;
+        `what` names the two, e.g. "min against the operand"."""
+        if v.rank == 0:
+            return
+        if v.rank != len(ref):
+            raise self.fail(op, f"{what}: rank {v.rank} and {len(ref)}; it must be a scalar "
+                                f"or have the same shape")
+        self.same_shape(op, v.shape, ref, what)
+
+    def divisible(self, op: Op, d: Dim, k: int, what: str) -> None:
+        """`d % k == 0`, proven at compile time or checked at run time."""
+        check = Check(symbolic.mod(d, k), "==", 0, f"stablehlo.{op.name} at {op.loc}: {what}",
+                      shown=f"{d} % {k} == 0")
+        proven = check.holds_statically()
+        if proven is False:
+            raise self.fail(op, f"{what}: {d} is not a multiple of {k}")
+        if proven is None:
+            self.prog.checks.append(check)
+
     def elementwise(self, op: Op) -> tuple:
         shaped = [v for v in op.operands if v.rank > 0] or op.operands
         ref = shaped[0].shape
@@ -193,7 +213,8 @@ class _Propagator:
     def shape_reshape(self, op):
         r, x = op.results[0], op.operands[0]
         unknown = [i for i, d in enumerate(r.shape) if d is None]
-        if not unknown:
+        if not unknown:     # a dynamic operand must hold exactly the static count
+            self.same_shape(op, (x.num_elements(),), (_prod(r.shape),), "element counts")
             return [r.shape]
         if len(unknown) > 1:
             raise self.fail(op, "reshape with more than one dynamic result dim")
@@ -385,12 +406,7 @@ class _Propagator:
         dn = a["dimension_numbers"]
         ns = len(dn["in_spatial"])
         batch_groups = a.get("batch_group_count", 1)
-        if batch_groups != 1:   # split into that many convolutions (convolutions.py)
-            n = x.shape[dn["in_batch"]]
-            if symbolic.prove_eq(symbolic.mod(n, batch_groups), 0) is not True:
-                self.prog.checks.append(Check(symbolic.mod(n, batch_groups), "==", 0, (
-                    f"stablehlo.convolution at {op.loc}: the batch must divide into "
-                    f"{batch_groups} batch groups")))
+        self.group_checks(op, batch_groups, a.get("feature_group_count", 1))
         strides = a.get("window_strides") or (1,) * ns
         pad = a.get("padding") or (0,) * (2 * ns)
         lhs_dil = a.get("lhs_dilation") or (1,) * ns
@@ -410,6 +426,23 @@ class _Propagator:
             out[dn["out_spatial"][i]] = symbolic.dmax(
                 symbolic.floordiv(padded - extent, strides[i]) + 1, 0)
         return [tuple(out)]
+
+    def group_checks(self, op, batch_groups: int, feature_groups: int) -> None:
+        """StableHLO's convolution constraints C10, C15, C16: the input batch and the kernel's
+        output features split evenly into the groups (a batch-grouped convolution is split
+        into that many convolutions, convolutions.py, whose results are concatenated). C11
+        and C14, on the input features, are the "input features" check."""
+        x, k = op.operands
+        dn = op.attrs["dimension_numbers"]
+        out_features = k.shape[dn["k_out"]]
+        if batch_groups != 1:
+            self.divisible(op, x.shape[dn["in_batch"]], batch_groups,
+                           f"the input batch must divide into {batch_groups} batch groups")
+            self.divisible(op, out_features, batch_groups, f"the kernel's output features "
+                           f"must divide into {batch_groups} batch groups")
+        if feature_groups != 1:
+            self.divisible(op, out_features, feature_groups, f"the kernel's output features "
+                           f"must divide into {feature_groups} feature groups")
 
     def shape_scatter(self, op):
         return [op.operands[0].shape]
@@ -466,10 +499,24 @@ class _Propagator:
         x, idx = op.operands[:2]
         sizes = op.attrs["slice_sizes"]
         out = self.gather_shape(op, idx, sizes)
+        self.gather_index_checks(op, x, idx)
         for i, (d, n) in enumerate(zip(x.shape, sizes)):
             self.bound_unless_empty(op, _prod(out), n, "<=", d,
                                     f"slice size of axis {i} exceeds the operand")
         return [out]
+
+    def gather_index_checks(self, op, x: Value, idx: Value) -> None:
+        """Each index vector holds one start per `start_index_map` entry (a missing
+        `index_vector_dim` axis is a vector of one), and each operand batching axis has the
+        size of the indices' batching axis it is read at."""
+        dn = op.attrs["dimension_numbers"]
+        ivd, starts = dn["index_vector_dim"], len(dn["start_index_map"])
+        length = idx.shape[ivd] if ivd < idx.rank else 1
+        self.same_shape(op, (length,), (starts,),
+                        f"the index vector (start_indices axis {ivd}) against start_index_map")
+        for od, idim in zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]):
+            self.same_shape(op, (x.shape[od],), (idx.shape[idim],), f"operand batching axis "
+                            f"{od} against start_indices batching axis {idim}")
 
     @staticmethod
     def gather_shape(op, idx, sizes) -> tuple:
@@ -488,10 +535,19 @@ class _Propagator:
         return self.shape_gather(op)
 
     def shape_select(self, op):
-        return [self.elementwise(Op("select", op.operands[1:], [], loc=op.loc))]
+        pred, on_true, on_false = op.operands
+        if on_true.rank != on_false.rank:
+            raise self.fail(op, f"on_true has rank {on_true.rank} and on_false rank "
+                                f"{on_false.rank}")
+        self.same_shape(op, on_true.shape, on_false.shape, "on_true against on_false")
+        self.same_shape_or_scalar(op, pred, on_true.shape, "the predicate against on_true")
+        return [on_true.shape]
 
     def shape_clamp(self, op):
-        return [op.operands[1].shape]
+        lo, x, hi = op.operands
+        self.same_shape_or_scalar(op, lo, x.shape, "min against the operand")
+        self.same_shape_or_scalar(op, hi, x.shape, "max against the operand")
+        return [x.shape]
 
     def shape_shape_assertion(self, op):
         return []
