@@ -159,3 +159,38 @@ def test_row_reductions_with_rows_of_size_one():
                                jdisc.jit(f, dynamic_axes=(None,))(x), jax.jit(f)(x))
     check_against_jax(f, ({1: "n"},), lambda n: (np.linspace(-1, 1, n, dtype=np.float32)[None],),
                       SIZES)
+
+
+# -- found by the program fuzzer (tests/program_fuzz.py), each the shrunk program -----------------
+
+def test_softmax_over_a_single_static_element():
+    # every value of the stitch kernel is a row value (rows and columns of size 1): the
+    # reduction input is not buffered per column, and the divide reads the row's scalar
+    f = lambda x: jax.nn.softmax(x, axis=0)
+    for shape in ((1,), (1, 1)):
+        x = np.full(shape, 0.75, np.float32)
+        assert_close(jdisc.jit(f, dynamic_axes=(None,))(x), jax.jit(f)(x), 1e-7)
+    check_against_jax(f, ({0: "n"},), lambda n: (np.linspace(-1, 1, n, dtype=np.float32),),
+                      SIZES, tol=2e-7)
+
+
+def test_reduction_read_by_a_window_kernel():
+    # the total is not fused into the cummax (reduce_window) kernel, which cannot render it
+    f = lambda x: jax.lax.cummax(jnp.sum(x) * x, axis=0)
+    x = np.array([0.5], np.float32)
+    assert_close(jdisc.jit(f, dynamic_axes=(None,))(x), jax.jit(f)(x), 0)
+    check_against_jax(f, ({0: "n"},), lambda n: (np.linspace(-1, 1, n, dtype=np.float32),),
+                      SIZES, tol=1e-6)
+
+
+def test_negative_padding_makes_a_dim_that_must_be_checked():
+    # `a - 1` must be >= 0 at run time: a shape-propagation check, so a fact the memory plan
+    # (and its checker) may use: the slot of [a - 1, 2a, a - 1] is non-negative for a >= 1
+    def f(x):
+        v = jax.lax.pad(x, jnp.float32(0.0), ((0, -1, 0), (1, 0, 1)))
+        v = jax.lax.broadcast_in_dim(v, (v.shape[0], v.shape[1], v.shape[0]), (0, 1))
+        return jnp.sum(v, axis=1, keepdims=True)
+    make = lambda n: (np.arange(n * n, dtype=np.float32).reshape(n, n),)
+    jf, _ = check_against_jax(f, ({0: "a", 1: "a"},), make, SIZES)
+    with pytest.raises(jdisc.ShapeError, match=r"negative dimension a - 1.*a = 0"):
+        jf(*make(0))

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from jdisc.dynamic_passes.symbolic import (
-    C_PRELUDE, Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod, parse,
+    C_PRELUDE, Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod,
+    nonneg_relaxed, parse,
     prove_eq, prove_ge, prove_gt, prove_le, prove_lt, substitute, to_c, var, variables,
 )
 
@@ -126,6 +127,32 @@ def test_simplification_never_changes_the_value(tree, envs):
     for env, want in zip(envs, expected):
         if want is not None:
             assert evaluate(d, env) == want, (tree, str(d), env)
+
+
+@settings(max_examples=300, deadline=None)
+@given(trees, st.integers(-3, 3), bounded_points())
+def test_relaxed_nonnegativity_is_never_wrong(tree, c, bounded):
+    var_bounds, envs = bounded
+    try:
+        d = symbolic(tree) + c
+    except ZeroDivisionError:
+        return
+    if nonneg_relaxed(d, var_bounds):
+        for env in envs:
+            value = concrete(tree, env)
+            if value is not None:
+                assert value + c >= 0, (str(d), var_bounds, env)
+
+
+def test_relaxed_nonnegativity_examples():
+    a, b = var("a"), var("b")
+    up = lambda n: 64 * floordiv(n + 63, 64)          # a buffer rounded up to 64 bytes
+    nonneg = nonneg_relaxed
+    assert nonneg(up(4 * a * b) + 128 - 4 * a * b)
+    assert not nonneg(up(4 * a * b) - 4 * a * b - 1)
+    assert nonneg(8 * a * (a - 1) ** 2, {"a": (1, math.inf)})     # shifted: 8t^3 + 8t^2
+    assert not nonneg(a * a - 3 * a, {"a": (1, math.inf)})
+    assert nonneg(up(4 * (a - 1) ** 2 - 1) + 64, {"a": (1, math.inf)})
 
 
 @settings(max_examples=300, deadline=None)

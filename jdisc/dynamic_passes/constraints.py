@@ -332,7 +332,8 @@ class ShapeConstraints:
         """d >= 0 is proven (d canonical)."""
         var_bounds = self._var_bounds()
         return symbolic.bounds(d, var_bounds)[0] >= 0 or any(
-            symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge)
+            symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
+            symbolic.nonneg_relaxed(d, var_bounds)
 
     def _default_bounds(self, name: str) -> tuple:
         return (-_INF, _INF) if name in self._signed else (0, _INF)

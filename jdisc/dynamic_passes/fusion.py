@@ -230,8 +230,8 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
     v = op.results[0]
     if op.name == "reduce":
         k = _row_reduce_rank(op)
-        if k is None or g.root.name == "concatenate":
-            return False
+        if k is None or root_kind(g.root) is not None:
+            return False   # only loop/stitch kernels render a reduction of their producers
         if g.row_rank is not None and g.row_rank != k:
             return False
         x = op.operands[0]

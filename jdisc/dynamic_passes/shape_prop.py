@@ -57,6 +57,7 @@ def _prod(dims) -> Dim:
 class _Propagator:
     def __init__(self, prog: Program):
         self.prog = prog
+        self.nonneg_checked: set = set()    # dims with a `>= 0` check in this scope
 
     def decide(self, pred: Pred, op: Op) -> bool | None:
         """Decided for every assignment of non-negative dims, or None."""
@@ -81,6 +82,7 @@ class _Propagator:
             shapes = handler(op)
         for r, s in zip(op.results, shapes):
             r.shape = self.reconcile(op, r.shape, tuple(s))
+            self.nonnegative(op, r.shape)
         sym_fn = getattr(self, "sym_" + op.name, None)
         needs_operands = op.name not in ("get_dimension_size", "constant", "shape_of")
         if sym_fn is not None and len(op.results) == 1 and op.results[0].dtype != "i1" and (
@@ -122,6 +124,16 @@ class _Propagator:
                                               f"expects dimension {c} to be {t}"))
                 out.append(t)
         return tuple(out)
+
+    def nonnegative(self, op: Op, shape: tuple) -> None:
+        """Every symbolic size is >= 0 at run time (`S - 1` at S = 0 is an error, as in jax):
+        a check, and so a fact that every later pass and the plan checker may rely on."""
+        for d in shape:
+            if isinstance(d, int) or d in self.nonneg_checked or symbolic.prove_ge(d, 0):
+                continue
+            self.nonneg_checked.add(d)
+            self.prog.checks.append(Check(d, ">=", 0, f"stablehlo.{op.name} at {op.loc} gets "
+                                                      f"a negative dimension {d}"))
 
     def from_type(self, op: Op, r: Value) -> tuple:
         if any(d is None for d in r.shape):
@@ -283,12 +295,13 @@ class _Propagator:
     def visit_block(self, block) -> None:
         """A region: its checks are its own (a loop body that never runs checks nothing)."""
         outer, self.prog.checks = self.prog.checks, []
+        outer_checked, self.nonneg_checked = self.nonneg_checked, set(self.nonneg_checked)
         try:
             for op in block.ops:
                 self.visit(op)
         finally:
             block.checks.extend(self.prog.checks)
-            self.prog.checks = outer
+            self.prog.checks, self.nonneg_checked = outer, outer_checked
 
     def shape_while(self, op):
         shapes = [v.shape for v in op.operands]

@@ -448,6 +448,39 @@ def bounds(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> Interval:
     return lo, hi
 
 
+def nonneg_relaxed(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool:
+    """d >= 0, proven after two sound relaxations that interval bounds cannot make alone:
+    every variable with a finite non-zero lower bound lo is written lo + t (t >= 0), so
+    `a^2 - a` for a >= 1 reads `t^2 + t`; and every term c*floordiv(e, m) (constant m > 0) is
+    replaced by its lower bound, c*(e - m + 1)/m for c > 0 or c*e/m for c < 0 (the whole of d
+    scaled by the common m, so that it stays an integer polynomial), so that a buffer rounded up
+    to m bytes, m*floordiv(n + m - 1, m), is seen to hold n. Linear in the size of d."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return d >= 0
+    shift, shifted_bounds = {}, dict(var_bounds)
+    for name in variables(d):
+        lo, hi = var_bounds.get(name, (0, _INF))
+        if lo not in (0, -_INF):
+            fresh = f"{name}__from{lo}"
+            shift[name] = lo + var(fresh)
+            shifted_bounds[fresh] = (0, hi - lo)
+    d = substitute(d, shift) if shift else d
+    if isinstance(d, int):
+        return d >= 0
+    floors = [(mono, coeff, mono.factors[0][0]) for mono, coeff in d.terms
+              if len(mono.factors) == 1 and mono.factors[0][1] == 1
+              and mono.factors[0][0].op == "floordiv"
+              and isinstance(mono.factors[0][0].args[1], int) and mono.factors[0][0].args[1] > 0]
+    scale = math.lcm(*(atom.args[1] for _, _, atom in floors)) if floors else 1
+    relaxed: Dim = scale * d
+    for mono, coeff, atom in floors:
+        e, m = atom.args
+        lower = e - (m - 1) if coeff > 0 else e            # m*floordiv(e, m) >= lower
+        relaxed = relaxed - (scale * coeff) * _atom_expr(atom) + (scale // m) * coeff * lower
+    return bounds(relaxed, shifted_bounds)[0] >= 0
+
+
 def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval]) -> Interval:
     if atom.op == "var":
         lo, hi = var_bounds.get(atom.args[0], (0, _INF))

@@ -74,7 +74,7 @@ def _generate(prog: Program) -> CProgram:
         if k.kind not in _NO_FUNCTION:
             _emit_kernel_function(body, k)
     _emit_regions(body, prog, prog.dim_vars)
-    extra = launcher.nonnegative_checks(prog) + launcher.blas_checks(
+    extra = launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
          for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
     sized = [(v, f"stablehlo.{op.name} at {op.loc}")
@@ -253,7 +253,7 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
               + (f" (void){c_dim_name(name)};" if region else ""))
         if region:   # checks of the region's shapes, which hold only when it runs
-            launcher.emit_checks(w, prog.checks + launcher.nonnegative_checks(prog), dim_c,
+            launcher.emit_checks(w, prog.checks, dim_c,
                                  decided_false_is_error=False)
         for i, v in enumerate(prog.body.params):
             buffers[v.id] = f"(({ctype(v.dtype)} *)ins[{i}])"

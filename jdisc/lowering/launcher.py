@@ -265,20 +265,6 @@ def render_host(x, dim: Callable[[Dim], str], names: dict | None = None,
     return text
 
 
-def nonnegative_checks(prog: Program) -> list[Check]:
-    """Every symbolic size in the program must be >= 0 at run time (e.g. `S - 1` at S = 0)."""
-    checks, seen = [], set()
-    for op in prog.body.ops:
-        for v in op.results:
-            for d in v.shape:
-                if isinstance(d, int) or d in seen or symbolic.prove_ge(d, 0):
-                    continue
-                seen.add(d)
-                checks.append(Check(d, ">=", 0, f"stablehlo.{op.name} at {op.loc} gets a "
-                                                f"negative dimension {d}"))
-    return checks
-
-
 def size_guards(values: list[tuple[Value, str]], name) -> list[str]:
     """C conditions that fail when a buffer's byte size could overflow int64 arithmetic."""
     from jdisc.dynamic_passes.ir import numpy_dtype

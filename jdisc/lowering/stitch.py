@@ -151,6 +151,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     # a tight lane loop: both vectorise (one loop doing both does not)
     later_reads |= {op.operands[0].id for op in reduces
                     if costly.get(op.operands[0].id) and op.operands[0].id in inside}
+    later_reads -= r.row_values          # a row value is one scalar per row, never buffered
     cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
     buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
     cols = dim(_prod(cols_dims))
