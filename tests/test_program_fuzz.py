@@ -3,8 +3,8 @@ dims a, b, run by jdisc and by jax.jit at four sizes each (0, 1, 13 and primes),
 per batch of 8 programs; a failing program is shrunk to a few-line standalone repro.
 
 Seeded tier: 28 batches, 224 programs (`test_random_programs[k]`, batch seed SEED0 + k;
-JDISC_PROGRAM_FUZZ_BATCHES changes the count; marked slow until the planner bugs it found are
-fixed, see the test; about 300 s of CPU, 150 s on two idle cores), checked by two worker
+JDISC_PROGRAM_FUZZ_BATCHES changes the count; in the default run: about 250 s of CPU, 125 s on
+two idle cores, most of it the C compiler and XLA), checked by two worker
 processes (a crash in generated code fails its batch, not the session), then the failures shrunk
 within a shared time budget (JDISC_PROGRAM_FUZZ_SHRINK_S, default 240 s, at most 90 s each). A
 failure's report is its repro; `python tests/program_fuzz.py --seed S --n 8` regenerates batch S
@@ -187,10 +187,6 @@ def _failures(findings):
     return [fd for fd in findings if fd.failure.kind != "size0"]
 
 
-# Run on request (-m slow) until the failures it found are fixed: at 18c9932 10 of the 28 seeded
-# batches held a failing program (plan-checker invariant violations in fusion plans, a C compile
-# error, a row reduction refused as read across rows). Each failure's report is its repro.
-@pytest.mark.slow
 @pytest.mark.parametrize("k", range(N_BATCHES))
 def test_random_programs(tier, k):
     failures = _failures(tier[SEED0 + k])
