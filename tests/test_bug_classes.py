@@ -194,3 +194,20 @@ def test_negative_padding_makes_a_dim_that_must_be_checked():
     jf, _ = check_against_jax(f, ({0: "a", 1: "a"},), make, SIZES)
     with pytest.raises(jdisc.ShapeError, match=r"negative dimension a - 1.*a = 0"):
         jf(*make(0))
+
+
+def test_slice_of_a_dim_that_may_be_shorter_than_the_slice():
+    # x[:, 1:3] has min(a, 3) - 1 columns; `>= 0` is a fact, so its buffer's size is provably
+    # non-negative (the plan checker used to refuse it)
+    f = lambda x: (x[:, 1:3] + x[:, 1:3].shape[1], x[:, 1:3] * x[:, 1:3].shape[1])
+    check_against_jax(f, ({0: "a", 1: "a"},),
+                      lambda n: (np.arange(n * n, dtype=np.float32).reshape(n, n),), SIZES)
+
+
+def test_dynamic_slice_of_a_symbolic_size_clamps_its_start_on_the_host():
+    # jax clamps the start of a dynamic_slice with a symbolic size into the operand:
+    # clamp(0, start, dim - size), evaluated symbolically (it used to be refused)
+    f = lambda x: (jax.lax.dynamic_slice_in_dim(x[:, 1::2], 3, 1, axis=0),
+                   jax.lax.dynamic_slice_in_dim(x, 2, x.shape[1] // 2, axis=1))
+    check_against_jax(f, ({1: "b"},), lambda n: (np.arange(n, dtype=np.int32)[None] % 3 == 0,),
+                      SIZES)

@@ -290,8 +290,9 @@ def test_division_facts_are_proven():
     sc = ShapeConstraints(["h"])
     h = symbolic.var("h")
     for k in (1, 2, 3, 4):      # k*floordiv(h, 4) <= h: the slices of a batch-group split
-        assert sc.prove_ge(h, k * symbolic.floordiv(h, 4)) is None
+        assert sc.prove_ge(h, k * symbolic.floordiv(h, 4)) is True     # nonneg_relaxed
         assert division_proves_nonneg(sc, h - k * symbolic.floordiv(h, 4))
+    assert sc.prove_ge(h, 5 * symbolic.floordiv(h, 4)) is None
     assert not division_proves_nonneg(sc, h - 5 * symbolic.floordiv(h, 4))
     assert division_proves_nonneg(sc, 3 - symbolic.mod(h, 4))
 

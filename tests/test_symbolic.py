@@ -153,6 +153,10 @@ def test_relaxed_nonnegativity_examples():
     assert nonneg(8 * a * (a - 1) ** 2, {"a": (1, math.inf)})     # shifted: 8t^3 + 8t^2
     assert not nonneg(a * a - 3 * a, {"a": (1, math.inf)})
     assert nonneg(up(4 * (a - 1) ** 2 - 1) + 64, {"a": (1, math.inf)})
+    m = dmin(a, 3)                       # x[:, 1:3] has min(a, 3) - 1 columns: a fact >= 0
+    atom = (m - 1).terms[0][0].factors[0][0]
+    assert nonneg(up(4 * a * m - 4 * a), {}, {atom: 1})
+    assert not nonneg(up(4 * a * m - 4 * a))
 
 
 @settings(max_examples=300, deadline=None)

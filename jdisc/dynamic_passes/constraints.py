@@ -333,7 +333,17 @@ class ShapeConstraints:
         var_bounds = self._var_bounds()
         return symbolic.bounds(d, var_bounds)[0] >= 0 or any(
             symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
-            symbolic.nonneg_relaxed(d, var_bounds)
+            symbolic.nonneg_relaxed(d, var_bounds, self._atom_lower())
+
+    def _atom_lower(self) -> dict:
+        """Lower bounds of single atoms from the `>= 0` facts (`min(a, 3) - 1 >= 0`)."""
+        out = {}
+        for g in self._ge:
+            if len(g.terms) == 1 and g.terms[0][1] == 1 and len(g.terms[0][0].factors) == 1 \
+                    and g.terms[0][0].factors[0][1] == 1:
+                atom = g.terms[0][0].factors[0][0]
+                out[atom] = max(out.get(atom, -g.const), -g.const)
+        return out
 
     def _default_bounds(self, name: str) -> tuple:
         return (-_INF, _INF) if name in self._signed else (0, _INF)

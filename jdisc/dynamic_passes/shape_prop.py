@@ -637,18 +637,27 @@ class _Propagator:
         syms = [v.sym for v in op.operands]
         n = max(len(s) for s in syms)
         syms = [s * n if len(s) == 1 else s for s in syms]
-        return tuple(self._int_op(op, args) for args in zip(*syms))
+        return tuple(self._int_op(op.name, args) for args in zip(*syms))
 
-    def _int_op(self, op: Op, args: tuple):
+    def _int_op(self, name: str, args: tuple):
         """Symbolic result of an integer op on dims; a HostValue where that is not sound."""
         if not all(_is_symbolic(a) for a in args):
-            return HostValue(op.name, tuple(args))
-        if op.name in ("divide", "remainder"):
+            return HostValue(name, tuple(args))
+        if name in ("divide", "remainder"):
             a, b = args
             # StableHLO truncates; floor semantics agree only for a >= 0 and b > 0
             if not (symbolic.prove_ge(a, 0) and symbolic.prove_gt(b, 0)):
-                return HostValue(op.name, tuple(args))
-        return _INT_FNS[op.name](*args)
+                return HostValue(name, tuple(args))
+        return _INT_FNS[name](*args)
+
+    def sym_clamp(self, op):
+        """min(max(x, lo), hi), elementwise (a scalar lo or hi applies to every element):
+        how jax clamps the start of a dynamic slice into its operand."""
+        syms = [v.sym for v in op.operands]
+        n = max(len(s) for s in syms)
+        lo, x, hi = (s * n if len(s) == 1 else s for s in syms)
+        return tuple(self._int_op("minimum", (self._int_op("maximum", (xi, li)), hi_))
+                     for li, xi, hi_ in zip(lo, x, hi))
 
     sym_add = sym_subtract = sym_multiply = sym_divide = sym_remainder = _sym_elementwise
     sym_maximum = sym_minimum = sym_negate = _sym_elementwise
