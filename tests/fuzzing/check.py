@@ -1,0 +1,140 @@
+"""The differential check: programs run by jdisc (one compile for a batch) and by jax.jit
+at every tested size, outputs compared within their facts' tolerances (`check`)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from .facts import Facts, Failure, Program, at
+from .infer import dynamic_axes, infer, input_type, make_fn
+from .printer import make_inputs
+
+
+def tolerance(facts: Facts, dtype) -> float:
+    """Both sides are within facts.err of the exact value; 1.25: slack for the second-order
+    terms the first-order bound leaves out."""
+    return 0.0 if np.dtype(dtype).kind != "f" else 2.5 * facts.err
+
+
+def compare(got, want, tol: float) -> str | None:
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"shape/dtype {got.shape} {got.dtype} != {want.shape} {want.dtype}"
+    if got.size == 0:
+        return None
+    if got.dtype.kind != "f":
+        bad = got != want
+        if bad.any():
+            i = tuple(int(j) for j in np.argwhere(bad)[0])
+            return f"{int(bad.sum())} of {got.size} differ; at {i}: {got[i]} != {want[i]}"
+        return None
+    same_ = (got == want) | (np.isnan(got) & np.isnan(want))
+    diff = np.where(same_, 0.0, np.abs(got.astype(np.float64) - want.astype(np.float64)))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    bad = diff > max(tol, 1e-30)
+    if bad.any():
+        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        return (f"{int(bad.sum())} of {got.size} differ by up to {diff.max():.3g} "
+                f"(tolerance {tol:.3g}); at {i}: {got[i]} != {want[i]}")
+    return None
+
+
+REFERENCE_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+def reference(fn, args):
+    """jax.jit(fn)(*args), compiled with LLVM at -O0: the same HLO and the same arithmetic
+    (no fast-math either way), in half the compile time, which dominates the fuzzer's."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=REFERENCE_OPTIONS)(*args)
+
+
+def check(progs: list[Program], envs: list[dict], seeds=None) -> list[list[Failure]]:
+    """Run the programs as the outputs of ONE jdisc function (one compile) and of jax.jit at
+    every env (program i's inputs drawn with seeds[i]); per program, the failures found. A
+    jdisc error is blamed on every program. Programs jax.export itself refuses (its lowering
+    checks sizes that the generator's tracing does not) are dropped: they fail nothing."""
+    seeds = list(range(len(progs))) if seeds is None else list(seeds)
+    if not progs:
+        return []
+    fails = _check(progs, envs, seeds)
+    if not any(f.kind == "ShapeError" and "jax.export could not trace" in f.message
+               for fl in fails for f in fl):
+        return fails
+    ok = [i for i, p in enumerate(progs) if exportable(p)]
+    if len(ok) == len(progs):
+        return fails
+    out: list[list[Failure]] = [[] for _ in progs]
+    for i, fl in zip(ok, check([progs[i] for i in ok], envs, [seeds[i] for i in ok])):
+        out[i] = fl
+    return out
+
+
+def _check(progs, envs, seeds) -> list[list[Failure]]:
+    import jdisc
+    typings = [infer(p, envs) for p in progs]
+    offsets, fns, k = [], [], 0
+    for p in progs:
+        offsets.append(k)
+        k += p.n_in
+        fns.append(make_fn(p))
+
+    def fn(*xs):
+        out = []
+        for p, off, f in zip(progs, offsets, fns):
+            out += f(*xs[off:off + p.n_in])
+        return tuple(out)
+
+    axes = sum((dynamic_axes(p) for p in progs), ())
+    jf = jdisc.jit(fn, dynamic_axes=axes)
+    fails: list[list[Failure]] = [[] for _ in progs]
+    for env in envs:
+        args = sum((make_inputs(p, env, s) for p, s in zip(progs, seeds)), [])
+        try:
+            want = reference(fn, args)
+        except Exception:                         # jax refuses this size: nothing to compare
+            continue
+        try:
+            got = jf(*args)
+        except Exception as err:
+            if type(err).__name__ == "ShapeError" and 0 in env.values() and jf.stats()["compiles"]:
+                # a clear refusal of a size-0 call that jax.jit runs: recorded, as in
+                # fuzz_support (SizeZeroRefusal), not failed; the other sizes still count
+                for fl in fails:
+                    fl.append(Failure("size0", f"ShapeError: {err}"[:2000], env))
+                continue
+            for fl in fails:
+                fl.append(Failure(type(err).__name__, f"{err}"[:2000], env))
+            return fails
+        j = 0
+        for i, (p, t) in enumerate(zip(progs, typings)):
+            for n, o in enumerate(p.outputs):
+                msg = compare(got[j], want[j], tolerance(t.facts[o], t.types[o].dtype))
+                kind = "mismatch"
+                if msg and np.shape(got[j]) != np.shape(want[j]) and 0 in env.values() and \
+                        np.shape(got[j]) == tuple(at(d, env) for d in t.types[o].shape):
+                    # the exported program's own size at this env: jax.export simplified it
+                    # assuming every dim >= 1 (x[:1] of a dim a has the static size 1)
+                    kind, msg = "size0", f"jax.export's size {t.types[o].shape}: {msg}"
+                if msg and not any(f.output == n for f in fails[i]):
+                    fails[i].append(Failure(kind, f"output {n} at {env}: {msg}", env, n))
+                j += 1
+    if jf.stats()["compiles"] != 1:
+        for fl in fails:
+            fl.append(Failure("compiles", f"{jf.stats()}"))
+    return fails
+
+
+def exportable(prog: Program) -> bool:
+    """jax.export takes it (jdisc's front end): lowering checks some symbolic sizes that
+    tracing alone (the generator's eval_shape) does not."""
+    try:
+        jax.export.export(jax.jit(make_fn(prog)), platforms=("cpu",))(
+            *[input_type(i) for i in prog.inputs])
+        return True
+    except Exception:
+        return False
+
+
+def is_error(fails) -> bool:
+    return any(f.kind not in ("mismatch", "compiles", "size0") for fl in fails for f in fl)
