@@ -22,6 +22,7 @@ the named output leaves.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from typing import Any, Callable, Mapping, Sequence
 
@@ -42,6 +43,7 @@ from jdisc.version import __version__
 
 STABLEHLO = "stablehlo.vhlo"
 PARAMS = "params.npz"
+DATA = "data.bin"
 
 
 class _PackagedCall(Compiled):
@@ -207,10 +209,11 @@ def _exported(manifest: dict, members: dict[str, bytes]) -> ExportedFunction:
         tuple(manifest["constraints"]))
 
 
-def _cprogram(manifest: dict, source: str) -> CProgram:
+def _cprogram(manifest: dict, source: str, data: bytes) -> CProgram:
     p = manifest["program"]
     return CProgram(source, manifest["name"], _argspecs(p["inputs"]), _argspecs(p["outputs"]),
-                    tuple(p["dim_vars"]), tuple(p["kernels"]))
+                    tuple(p["dim_vars"]), tuple(p["kernels"]), data,
+                    hashlib.sha256(data).hexdigest() if data else "")
 
 
 def _write_params(arrays: dict[int, np.ndarray]) -> bytes:
@@ -245,6 +248,11 @@ def _manifest(kind: str, name: str, cprog: CProgram, inputs: list[dict], args: l
                     "dim_vars": list(cprog.dim_vars), "kernels": list(cprog.kernels)},
         "target": prebuilt.host_target(), "stablehlo": STABLEHLO,
     }
+
+
+def _data_member(cprog: CProgram) -> dict[str, bytes]:
+    """The library's data section (its large constants), when it has one."""
+    return {DATA: cprog.data} if cprog.data else {}
 
 
 def _library_bytes(executable: runtime.Executable) -> bytes:
@@ -300,7 +308,7 @@ def export(fun: Callable, *example_args: Any, dynamic_axes: Any = None,
     manifest = _manifest("function", name or exp.name, cprog, inputs, args, exp.in_shapes,
                          exp.out_names, exp.out_tree, exp.constraints)
     members = {STABLEHLO: exp.module, "kernel.c": cprog.source.encode(),
-               "lib.so": _library_bytes(compiled.executable)}
+               "lib.so": _library_bytes(compiled.executable), **_data_member(cprog)}
     if baked:
         members[PARAMS] = _write_params(baked)
     return Package(manifest, members, compiled.executable, "compiled here", compiled.program)
@@ -329,7 +337,7 @@ def from_stablehlo(module: str | bytes, name: str = "main") -> Package:
     manifest = _manifest("stablehlo", name, cprog, inputs, args, [s.shape for s in cprog.inputs],
                          out_names, jax.tree_util.tree_structure([0] * len(out_names)), ())
     members = {STABLEHLO: _portable_artifact(module), "kernel.c": cprog.source.encode(),
-               "lib.so": _library_bytes(fn.executable)}
+               "lib.so": _library_bytes(fn.executable), **_data_member(cprog)}
     return Package(manifest, members, fn.executable, "compiled here", fn.program)
 
 
@@ -361,12 +369,12 @@ def load(path: str) -> Package:
     native code from the package: load only packages from sources you trust."""
     manifest, members = package_file.read(path)
     try:
-        cprog = _cprogram(manifest, members["kernel.c"].decode())
+        cprog = _cprogram(manifest, members["kernel.c"].decode(), members.get(DATA, b""))
         so_bytes, target = members["lib.so"], manifest["target"]
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
         raise PackageError(f"{path}: malformed package ({type(err).__name__}: {err})") from None
     with compile_stage(f"loading the library of package {path}"):
-        library, origin = prebuilt.load_library(so_bytes, cprog.source, target)
+        library, origin = prebuilt.load_library(so_bytes, cprog, target)
     return Package(manifest, members, runtime.Executable(cprog, library), origin)
 
 

@@ -8,6 +8,8 @@
     kernel.c         the generated C (kernels and host launcher)
     lib.so           that C compiled for the target in the manifest
     params.npz       arrays baked in with `bake_params` (numpy's format, read without pickle)
+    data.bin         the library's data section: constants of the program larger than 1 KiB
+                     (lowering/data.py), when it has any
 
 One file rather than a directory: a model is shipped by copying one thing; it is written to a
 temporary file and renamed over the destination, so a reader never sees half of it (a directory

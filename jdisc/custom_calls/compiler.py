@@ -19,6 +19,7 @@ import ctypes
 import dataclasses
 import fcntl
 import hashlib
+import mmap
 import os
 import platform
 import shlex
@@ -27,6 +28,8 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from jdisc.custom_calls.probe import workaround_flags
 from jdisc.errors import CompileError
@@ -54,6 +57,7 @@ class Library:
     cache_hit: bool  # True when the .so was already on disk (or in memory) and valid
     c_path: str  # the C source kept beside it in the cache
     handle: ctypes.CDLL
+    data: object = None  # the mapped data section the library points into (kept alive here)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +221,17 @@ def _write_atomic(path: str, data: str) -> None:
         raise
 
 
+def _write_bytes_atomic(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -276,17 +291,47 @@ def _load(path: str, sanitize: bool) -> ctypes.CDLL:
         raise CompileError(f"could not load compiled library {path}: {e}.{hint}") from e
 
 
-def build(source: str, *, sanitize: bool | None = None) -> Library:
-    """Compile `source` (C99) into a shared library, through the caches, and load it.
+def bind_data(handle: ctypes.CDLL, data, where: str):
+    """Point the library's large constants into `data` (bytes, or a read-only mmap); returns
+    the object that owns the memory, which must stay alive as long as the library."""
+    size = len(data)
+    if not size:
+        return None
+    if isinstance(data, bytes):
+        keep = (ctypes.c_char * size).from_buffer_copy(data)
+        base = ctypes.addressof(keep)
+    else:                                   # a read-only mapping: addressed without a copy
+        keep = np.frombuffer(data, dtype=np.uint8)
+        base = keep.ctypes.data
+    fn = handle.jd_bind_data
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int64], ctypes.c_int
+    if fn(ctypes.c_void_p(base), size) != 0:
+        raise CompileError(f"{where}: its data section ({size} bytes) does not match the "
+                           f"library")
+    return keep
+
+
+def _map_data(path: str):
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def build(source: str, *, sanitize: bool | None = None, data: bytes = b"",
+          data_sha256: str = "") -> Library:
+    """Compile `source` (C99) into a shared library, through the caches, and load it; `data`
+    is its data section (large constants; `data_sha256` its digest, computed once by the
+    code generator), kept in the entry as `data.bin` and mapped at load.
 
     `sanitize=None` reads `JDISC_SANITIZE`. Raises CompileError when the compiler is missing or
     fails; the message carries the command, the compiler's output and the kept C file's path.
     """
     if sanitize is None:
         sanitize = os.environ.get("JDISC_SANITIZE", "") not in ("", "0")
+    if data and not data_sha256:
+        data_sha256 = hashlib.sha256(data).hexdigest()
     compiler = compiler_command()
     cflags, ldflags = _flag_parts(sanitize)
-    key = _cache_key(source, compiler, cflags + ldflags)
+    key = _cache_key(source + data_sha256, compiler, cflags + ldflags)
     root = cache_dir()
     mem_key = (root, key)
 
@@ -307,6 +352,7 @@ def build(source: str, *, sanitize: bool | None = None) -> Library:
         c_path = os.path.join(entry, "kernel.c")
         so_path = os.path.join(entry, "lib.so")
         sha_path = so_path + ".sha256"
+        data_path = os.path.join(entry, "data.bin")
         with open(os.path.join(entry, "lock"), "a+b") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             try:
@@ -316,13 +362,20 @@ def build(source: str, *, sanitize: bool | None = None) -> Library:
                         _unlink(stale)
                 if not hit or not os.path.exists(c_path):
                     _write_atomic(c_path, source)
+                if data and not (os.path.exists(data_path)
+                                 and _file_sha256(data_path) == data_sha256):
+                    _write_bytes_atomic(data_path, data)
                 if not hit:
                     _compile(compiler, cflags, ldflags, c_path, so_path, sha_path)
                 handle = _load(so_path, sanitize)
+                mapped = _map_data(data_path) if data else None
             finally:
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
+        if mapped is not None:
+            mapped = bind_data(handle, mapped, so_path)
 
-        lib = Library(path=so_path, key=key, cache_hit=hit, c_path=c_path, handle=handle)
+        lib = Library(path=so_path, key=key, cache_hit=hit, c_path=c_path, handle=handle,
+                      data=mapped)
         with _memo_lock:
             # Later builds of the same source in this process reuse this handle, as a hit.
             _memory[mem_key] = dataclasses.replace(lib, cache_hit=True)

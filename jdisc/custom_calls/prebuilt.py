@@ -24,7 +24,7 @@ from jdisc.custom_calls.compiler import Library
 from jdisc.errors import CompileError
 
 _lock = threading.Lock()
-_loaded: dict[str, Library] = {}   # sha256 of the library's bytes -> the library loaded from it
+_loaded: dict[tuple[str, str], Library] = {}   # (sha256 of the library, of its data) -> library
 # glibc recognises an already-loaded object by its path name: were a memfd closed and its number
 # reused by a later one, dlopen("/proc/self/fd/N") would hand back the old library. The
 # descriptors of loaded libraries therefore stay open for the life of the process.
@@ -104,29 +104,31 @@ def _preload_blas() -> None:
         pass   # then the library's own run path decides; a failure there means a rebuild
 
 
-def load_library(so_bytes: bytes, c_source: str, target: dict) -> tuple[Library, str]:
-    """The packaged library when this host can run it, else one compiled from `c_source`.
+def load_library(so_bytes: bytes, cprog, target: dict) -> tuple[Library, str]:
+    """The packaged library when this host can run it, else one compiled from the packaged C
+    (`cprog.source`); either is bound to the package's data section (`cprog.data`).
 
     Returns (library, origin): origin is "package", or "rebuilt from the packaged C: <why>".
     `so_bytes` must already be verified against the package's manifest."""
     digest = hashlib.sha256(so_bytes).hexdigest()
     reason = target_mismatch(target)
     if reason is None:
-        with _lock:
-            lib = _loaded.get(digest)
+        with _lock:     # one library instance per (code, data): its constants are globals
+            lib = _loaded.get((digest, cprog.data_sha256))
             if lib is None:
                 try:
                     handle = _dlopen_bytes(so_bytes, digest)
                 except OSError as err:
                     reason = f"dlopen refused it: {err}"
                 else:
-                    lib = _loaded[digest] = Library(path=f"memfd:jdisc-{digest[:16]}.so",
-                                                    key=digest, cache_hit=True, c_path="",
-                                                    handle=handle)
+                    data = compiler.bind_data(handle, cprog.data, "the packaged library")
+                    lib = _loaded[digest, cprog.data_sha256] = Library(
+                        path=f"memfd:jdisc-{digest[:16]}.so", key=digest, cache_hit=True,
+                        c_path="", handle=handle, data=data)
         if lib is not None:
             return lib, "package"
     try:
-        lib = compiler.build(c_source)
+        lib = compiler.build(cprog.source, data=cprog.data, data_sha256=cprog.data_sha256)
     except CompileError as err:
         raise CompileError(f"the package's library cannot be used on this host ({reason}), and "
                            f"rebuilding it from the packaged C failed: {err}") from err

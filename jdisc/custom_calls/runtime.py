@@ -180,7 +180,8 @@ def num_threads() -> int:
 
 def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
     loader_environment()
-    return Executable(cprog, build(cprog.source, sanitize=sanitize))
+    return Executable(cprog, build(cprog.source, sanitize=sanitize, data=cprog.data,
+                                   data_sha256=cprog.data_sha256))
 
 
 def loader_environment() -> None:

@@ -21,6 +21,7 @@ from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reducti
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
+from jdisc.lowering.data import DataSection, digest as data_digest, is_data
 from jdisc.lowering.kernels import deep_recursion, emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.names import c_comment, dim_ident
 from jdisc.lowering.scalar_ops import c_prelude
@@ -36,6 +37,8 @@ class CProgram:
     outputs: tuple[ArgSpec, ...]
     dim_vars: tuple[str, ...]
     kernels: tuple[str, ...]          # one line per kernel: name, kind, fused ops
+    data: bytes = b""                 # the data section: large constants (lowering/data.py)
+    data_sha256: str = ""
 
 
 def c_dim_name(var: str) -> str:
@@ -65,7 +68,8 @@ def _generate(prog: Program) -> CProgram:
     body = CWriter()
     buffers: dict[int, str] = {}          # value id -> C expression of its base pointer
     number = _local_numbers(prog)         # value id -> stable per-program number
-    _emit_constants(body, prog, buffers, number)
+    section = DataSection()
+    _emit_constants(body, prog, buffers, number, section)
     every = programs(prog)
     kernels = [k for p in every for k in p.kernels]
     if any(k.kind == "rng" for k in kernels):
@@ -73,7 +77,8 @@ def _generate(prog: Program) -> CProgram:
     for k in prog.kernels:
         if k.kind not in _NO_FUNCTION:
             _emit_kernel_function(body, k)
-    _emit_regions(body, prog, prog.dim_vars)
+    _emit_regions(body, prog, prog.dim_vars, section)
+    section.emit_bind(body)
     extra = launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
          for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
@@ -117,15 +122,17 @@ def _generate(prog: Program) -> CProgram:
               + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
               + launcher.ARENA + "\n"
               + text + ffi.ffi_handler(prog))
+    blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
-                    tuple(prog.dim_vars), tuple(k.describe() for k in kernels))
+                    tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
+                    data_digest(blob) if blob else "")
 
 
 # kernels whose code is not a function of its own: aliases, and control flow (inline)
 _NO_FUNCTION = ("alias",) + CONTROL_KINDS
 
 
-def _emit_regions(w: CWriter, prog: Program, dim_vars) -> None:
+def _emit_regions(w: CWriter, prog: Program, dim_vars, section: DataSection) -> None:
     """Constants, kernels and run functions of every region program, innermost first."""
     for k in prog.kernels:
         if k.kind not in CONTROL_KINDS:
@@ -133,11 +140,11 @@ def _emit_regions(w: CWriter, prog: Program, dim_vars) -> None:
         for sub in k.root.programs:
             buffers: dict[int, str] = {}
             number = _local_numbers(sub)
-            _emit_constants(w, sub, buffers, number, f"jd_{sub.name}_c")
+            _emit_constants(w, sub, buffers, number, section, f"jd_{sub.name}_c")
             for kk in sub.kernels:
                 if kk.kind not in _NO_FUNCTION:
                     _emit_kernel_function(w, kk)
-            _emit_regions(w, sub, dim_vars)
+            _emit_regions(w, sub, dim_vars, section)
             _emit_run(w, sub, buffers, number, region_dims=dim_vars)
 
 
@@ -153,16 +160,23 @@ def _local_numbers(prog: Program) -> dict[int, int]:
 
 
 def _emit_constants(w: CWriter, prog: Program, buffers: dict[int, str],
-                    number: dict[int, int], prefix: str = "const_") -> None:
+                    number: dict[int, int], section: DataSection,
+                    prefix: str = "const_") -> None:
+    """Small constants as C arrays; large ones as pointers into the data section."""
     from jdisc.dynamic_passes.fusion import is_splat
     for op in prog.body.ops:
         if op.name == "constant" and not is_splat(op.attrs["value"]):
             v = op.result
             name = f"{prefix}{number[v.id]}"
             arr: np.ndarray = op.attrs["value"]
-            w(f"/* stablehlo.constant at {c_comment(op.loc)} */")
-            w(f"static const {ctype(v.dtype)} {name}[{max(arr.size, 1)}] = "
-              f"{{{array_initializer(arr, v.dtype) if arr.size else '0'}}};")
+            if is_data(arr):
+                section.declare(w, name, v.dtype, arr.shape,
+                                f"stablehlo.constant at {c_comment(op.loc)}")
+                section.add(name, arr, v.dtype)
+            else:
+                w(f"/* stablehlo.constant at {c_comment(op.loc)} */")
+                w(f"static const {ctype(v.dtype)} {name}[{max(arr.size, 1)}] = "
+                  f"{{{array_initializer(arr, v.dtype) if arr.size else '0'}}};")
             buffers[v.id] = name
     w()
 
