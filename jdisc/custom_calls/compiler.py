@@ -2,8 +2,10 @@
 
 Two cache levels, as in Triton: a dict in memory (same source in one process -> same handle) and a
 directory on disk, `<cache_dir>/<key[:2]>/<key>/` holding `kernel.c` (kept for users to read),
-`lib.so` (compiled to a temp file beside it, then `os.replace`d) and `lib.so.sha256` (written
-after it; a hit needs it to match). The key is a sha256 over the source, the compiler command and
+`lib.so` (compiled to a temp file beside it, then `os.replace`d), `lib.so.sha256` (written
+after it; a hit needs it to match) and, for a program with large constants, `data.bin` (its data
+section, lowering/data.py: mapped read-only at load; rewritten when its bytes do not hash to the
+digest in the key). The key is a sha256 over the source, the compiler command and
 flags, the compiler's `--version`, the machine and CPU (we pass -march=native), and jdisc's
 version plus its `lowering`/`custom_calls` sources. A per-entry `fcntl.flock` on `lock` makes
 concurrent builds compile once; a corrupted entry is deleted and rebuilt, never loaded.
