@@ -1,7 +1,8 @@
 """`jdisc cache info|clear`: what the on-disk compile cache holds, and emptying it safely.
 
 The cache (compiler.py) is `<root>/<key[:2]>/<key>/` entries, each with `kernel.c`, `lib.so`,
-`lib.so.sha256` and `lock`. Only directories of exactly that shape are counted or removed, so a
+`lib.so.sha256`, `lock` and, for programs with large constants, `data.bin`. Only directories
+named like that (two hex digits / a 64-digit key) are counted or removed, so a
 `JDISC_CACHE_DIR` pointing somewhere unexpected never loses other files; an entry whose lock
 another process holds (it is compiling there) is left alone. Entries of other jdisc versions are
 never used (the key hashes jdisc's version and sources); `clear` is how they go away.
