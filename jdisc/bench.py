@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import ctypes
 import datetime
 import functools
@@ -32,6 +33,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -340,10 +342,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                    f"{QUICK['repeats']} repeats, B*S <= {QUICK['max_tokens']}")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw latency against shape for jdisc and XLA (needs matplotlib)")
+    p.add_argument("--busy", type=int, default=0, metavar="N",
+                   help="run N busy-loop processes while timing (a neighbour-loaded machine)")
 
 
 class BenchError(Exception):
     """Bad options: the command's one-line reason."""
+
+
+BUSY_LIMIT_S = 3600      # a busy process ends itself after this, whatever happens to its parent
+
+
+@contextlib.contextmanager
+def busy_neighbours(n: int):
+    """N CPU-bound processes (`while True: pass` in a fresh Python) for the duration of the
+    block, as on a server whose other processes are busy; ended afterwards (and bounded to
+    BUSY_LIMIT_S each, should this process die first)."""
+    code = f"import time\nend = time.monotonic() + {BUSY_LIMIT_S}\nwhile time.monotonic() < end: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+             for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
 
 
 def run(opts: argparse.Namespace) -> None:
@@ -354,6 +378,9 @@ def run(opts: argparse.Namespace) -> None:
         raise BenchError(f"--shapes and --repeats must be at least 1 (got {n_shapes}, {repeats})")
     if n_shapes > 100:
         raise BenchError(f"--shapes {n_shapes}: at most 100 distinct shapes")
+    busy = getattr(opts, "busy", 0) or 0
+    if not 0 <= busy <= 64:
+        raise BenchError(f"--busy {busy}: between 0 and 64 busy processes")
     max_tokens = QUICK["max_tokens"] if opts.quick else None
     all_wl = workloads()
     names = [n.strip() for n in opts.workloads.split(",") if n.strip()]
@@ -371,12 +398,16 @@ def run(opts: argparse.Namespace) -> None:
     warmup = warm_up()
     blas = load_blas() if any(n in GEMM_WORKLOADS for n in names) else None
     results = {}
-    for k, name in enumerate(names):
-        log(f"== workload {name} ({k + 1}/{len(names)}): {all_wl[name].description}, "
-            f"{len(shapes)} shape(s)")
-        results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed, blas)
+    if busy:
+        log(f"{busy} busy-loop process(es) run while timing")
+    with busy_neighbours(busy):
+        for k, name in enumerate(names):
+            log(f"== workload {name} ({k + 1}/{len(names)}): {all_wl[name].description}, "
+                f"{len(shapes)} shape(s)")
+            results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed, blas)
     m = machine
-    print(machine_line(m))
+    print(machine_line(m) + (f"; {busy} busy-loop neighbour process(es) while timing"
+                             if busy else ""))
     print(f"shapes (B x S, seed {opts.seed}): {shapes}; {repeats} interleaved repeats, medians; "
           f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
           f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
@@ -391,7 +422,7 @@ def run(opts: argparse.Namespace) -> None:
     log(f"done in {wall:.1f} s")
     if opts.json:
         with open(opts.json, "w") as f:
-            json.dump({"machine": machine, "seed": opts.seed, "shapes": shapes,
+            json.dump({"machine": machine, "busy": busy, "seed": opts.seed, "shapes": shapes,
                        "repeats": repeats, "quick": opts.quick, "wall_s": wall, "warmup": warmup,
                        "workloads": results}, f, indent=2)
     if opts.plot:

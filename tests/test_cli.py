@@ -2,6 +2,7 @@
 happy path, and a one-line reason with exit status 1 for each kind of bad input."""
 
 import hashlib
+import time
 import zipfile
 
 import numpy as np
@@ -171,6 +172,7 @@ BAD_INPUT = [
     ("inspect", "inspect {d}/truncated.jdisc", "not a complete jdisc package"),
     ("bench", "bench --workloads W9", r"unknown workload\(s\) \['W9'\]"),
     ("bench", "bench --shapes 0", "must be at least 1"),
+    ("bench", "bench --busy -1", "between 0 and 64 busy processes"),
 ]
 
 
@@ -247,3 +249,11 @@ def test_bench_quick_all_workloads(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for name in ("W1", "W2", "W3", "W4"):
         assert f"\n{name}: " in proc.stdout
+
+
+def test_busy_neighbours_run_while_timing_and_end_after():
+    from jdisc.bench import busy_neighbours
+    with busy_neighbours(2) as procs:
+        assert len(procs) == 2 and all(p.poll() is None for p in procs)
+        time.sleep(0.3)
+    assert all(p.poll() is not None for p in procs)

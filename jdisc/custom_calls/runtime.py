@@ -8,6 +8,7 @@ computes and handed to JAX.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from typing import Sequence
@@ -167,15 +168,57 @@ def blas_threads() -> int:
 
 
 def num_threads() -> int:
-    """JDISC_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
+    """JDISC_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use: its
+    affinity mask, capped by its cgroup's CPU quota (a container given 2 CPUs of a 64-core host
+    gets 2 threads, not 64 threads sharing 2 CPUs' time)."""
     for var in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(var, "").split(",")[0].strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return max(1, min(n, math.ceil(quota))) if quota else n
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup"):
+    """CPUs' worth of time this process's cgroup may use (quota / period), or None when
+    unlimited or unknown; cgroup v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us`)."""
+    try:
+        with open(proc_cgroup, encoding="utf-8") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    for _, controllers, path in (p for p in lines if len(p) == 3):
+        if controllers == "":                                    # v2: one unified hierarchy
+            files = [(os.path.join(root, path.lstrip("/"), "cpu.max"), None)]
+        elif "cpu" in controllers.split(","):                    # v1
+            base = os.path.join(root, controllers, path.lstrip("/"))
+            if not os.path.isdir(base):
+                base = os.path.join(root, "cpu", path.lstrip("/"))
+            files = [(os.path.join(base, "cpu.cfs_quota_us"),
+                      os.path.join(base, "cpu.cfs_period_us"))]
+        else:
+            continue
+        for quota_file, period_file in files:
+            try:
+                with open(quota_file, encoding="utf-8") as f:
+                    fields = f.read().split()
+                if period_file is not None:
+                    with open(period_file, encoding="utf-8") as f:
+                        fields += f.read().split()
+            except OSError:
+                continue
+            if len(fields) >= 2 and fields[0] not in ("max", "-1"):
+                try:
+                    quota, period = int(fields[0]), int(fields[1])
+                except ValueError:
+                    continue
+                if quota > 0 and period > 0:
+                    return quota / period
+    return None
 
 
 def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:

@@ -1,0 +1,51 @@
+"""How many threads jdisc's kernels use (custom_calls/runtime.num_threads): the environment,
+else the affinity mask capped by the cgroup's CPU quota (v1 and v2 layouts, faked here)."""
+
+import os
+
+import pytest
+
+from jdisc.custom_calls import runtime
+
+
+def _v2(tmp_path, text):
+    (tmp_path / "fs" / "box").mkdir(parents=True)
+    (tmp_path / "fs" / "box" / "cpu.max").write_text(text)
+    (tmp_path / "cgroup").write_text("0::/box\n")
+    return str(tmp_path / "fs"), str(tmp_path / "cgroup")
+
+
+def _v1(tmp_path, quota, period):
+    d = tmp_path / "fs" / "cpu,cpuacct" / "box"
+    d.mkdir(parents=True)
+    (d / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    (d / "cpu.cfs_period_us").write_text(f"{period}\n")
+    (tmp_path / "cgroup").write_text("4:memory:/box\n3:cpu,cpuacct:/box\n0::/\n")
+    return str(tmp_path / "fs"), str(tmp_path / "cgroup")
+
+
+@pytest.mark.parametrize("text,want", [("200000 100000\n", 2.0), ("150000 100000\n", 1.5),
+                                       ("max 100000\n", None)])
+def test_cgroup_v2_quota(tmp_path, text, want):
+    assert runtime.cgroup_cpu_quota(*_v2(tmp_path, text)) == want
+
+
+@pytest.mark.parametrize("quota,period,want", [(300000, 100000, 3.0), (-1, 100000, None)])
+def test_cgroup_v1_quota(tmp_path, quota, period, want):
+    assert runtime.cgroup_cpu_quota(*_v1(tmp_path, quota, period)) == want
+
+
+def test_no_cgroup_files_means_no_limit(tmp_path):
+    assert runtime.cgroup_cpu_quota(str(tmp_path), str(tmp_path / "missing")) is None
+
+
+def test_num_threads_is_capped_by_the_quota(monkeypatch):
+    monkeypatch.delenv("JDISC_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(runtime, "cgroup_cpu_quota", lambda: 1.5)
+    assert runtime.num_threads() == 2                  # ceil(1.5): the part-CPU is still used
+    monkeypatch.setattr(runtime, "cgroup_cpu_quota", lambda: None)
+    assert runtime.num_threads() == 64
+    monkeypatch.setenv("JDISC_NUM_THREADS", "3")
+    assert runtime.num_threads() == 3
