@@ -211,3 +211,11 @@ def test_dynamic_slice_of_a_symbolic_size_clamps_its_start_on_the_host():
                    jax.lax.dynamic_slice_in_dim(x, 2, x.shape[1] // 2, axis=1))
     check_against_jax(f, ({1: "b"},), lambda n: (np.arange(n, dtype=np.int32)[None] % 3 == 0,),
                       SIZES)
+
+
+def test_slot_size_whose_sign_shows_only_in_its_factors():
+    # [b, b, b, b - min(b, 2)]: the expanded size 4b^3*... - 4b^3*min(b, 2) hides that it is a
+    # product of non-negative dims; the plan checker sees it from the value in the slot
+    f = lambda x, y: jnp.einsum("ijk,lin->jkln", x, y[:, :, 2:])
+    make = lambda n: (np.linspace(-2, 2, n ** 3, dtype=np.float32).reshape(n, n, n),) * 2
+    check_against_jax(f, ({0: "b", 1: "b", 2: "b"},) * 2, make, (1, 2, 3, 5), tol=1e-6)

@@ -234,6 +234,7 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
     slots = {s.index: s for s in plan.slots}
     by_slot: dict[int, list[tuple[int, int, Value]]] = {}
     slot_is_rounded: dict[int, bool] = {}       # size == round_up(raw): raw bytes suffice
+    sized: set[int] = set()                     # slots holding a value: size >= 0 shown
     for vid, (v, start) in arena.items():
         si = plan.assignment.get(vid)
         if si is None or si not in slots:
@@ -249,6 +250,10 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
         if not fits:
             problems.append(f"{describe_value(v)} needs {need} bytes but slot {si} holds "
                             f"{slot.size}: not provably enough")
+        elif si not in sized and all(ge(d, 0) for d in v.shape):
+            # size >= need = itemsize * (a product of dims each >= 0): the product's sign is
+            # seen from its factors, which the expanded polynomial hides
+            sized.add(si)
         by_slot.setdefault(si, []).append((start, last[vid], v))
     for si, users in sorted(by_slot.items()):
         users.sort(key=lambda u: (u[0], u[1]))
@@ -267,7 +272,7 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
         if not ge(s.offset, end):
             problems.append(f"slot {s.index} at offset {s.offset} may overlap the slot before "
                             f"it (which ends at {end})")
-        if not ge(s.size, 0):
+        if s.index not in sized and not ge(s.size, 0):
             problems.append(f"slot {s.index} has a size {s.size} that may be negative")
         end = s.offset + s.size
     if ordered and not ge(plan.arena_bytes, end):
