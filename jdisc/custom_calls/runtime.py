@@ -41,8 +41,8 @@ class Executable:
         self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
         self._n_dims = max(len(cprog.dim_vars), 1)
         self._local = threading.local()
-        lib.jd_set_num_threads.argtypes = [ctypes.c_int]
-        lib.jd_set_num_threads(num_threads())
+        lib.jd_set_num_threads.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.jd_set_num_threads(num_threads(), int(threads_pinned()))
         lib.jd_set_blas_threads.argtypes = [ctypes.c_int]
         lib.jd_set_blas_threads(blas_threads())
 
@@ -165,6 +165,12 @@ def blas_threads() -> int:
     """Threads for large GEMMs: OPENBLAS_NUM_THREADS when set, else num_threads()."""
     value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else num_threads()
+
+
+def threads_pinned() -> bool:
+    """The user fixed the thread count (JDISC_NUM_THREADS or OMP_NUM_THREADS): no adapting."""
+    return any(os.environ.get(v, "").split(",")[0].strip().isdigit()
+               for v in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"))
 
 
 def num_threads() -> int:

@@ -263,6 +263,8 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         header = ("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
                   "void *const *restrict outs, char *err, int64_t errlen)")
     with w.block(header):
+        if not region:
+            w("jd_adapt_threads();")
         for i, name in enumerate(region_dims if region else prog.dim_vars):
             w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
               + (f" (void){c_dim_name(name)};" if region else ""))
