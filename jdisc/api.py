@@ -141,6 +141,19 @@ class _XlaFallback:
         self.reason = reason
 
 
+class _Bridge:
+    """A compile running in the background (jit(..., bridge=True)): until it is done, calls
+    are served by `jax.jit` at their exact shapes."""
+
+    def __init__(self, fn: Callable, thread: threading.Thread):
+        self.fn = fn
+        self.thread = thread
+        self.result: Any = None        # the Compiled entry, or the exception the compile raised
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+
 def fallback_warning(name: str, err: JdiscError) -> str:
     """The warning a fallback="xla" function gives when it runs with jax.jit instead."""
     why = ("jdisc does not support what it uses" if isinstance(err, UnsupportedOpError) else
@@ -208,10 +221,12 @@ class JdiscFunction:
 
     def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
                  static_argnums: Sequence[int], static_argnames: Sequence[str],
-                 fallback: str | None = None):
+                 fallback: str | None = None, bridge: bool = False):
         if fallback not in (None, "xla"):
             raise ArgumentError(f"fallback must be None or 'xla', got {fallback!r}")
         self.fallback = fallback
+        self.bridge = bool(bridge)
+        self._bridges: dict[Any, _Bridge] = {}
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.dynamic_axes = dynamic_axes
@@ -317,6 +332,11 @@ class JdiscFunction:
         leaves, in_tree = leaf_specs(dynamic, entries, dyn_names)
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)
+        if self.bridge:      # the arguments are checked: the rest runs in the background
+            return lambda: self._build(fun, leaves, in_tree, t0)
+        return self._build(fun, leaves, in_tree, t0)
+
+    def _build(self, fun: Callable, leaves, in_tree, t0: float) -> Compiled:
         with compile_stage(f"the export of '{self.__name__}'"):
             exported = export_function(fun, leaves, in_tree, self.constraints,
                                        name=self.__name__)
@@ -328,32 +348,70 @@ class JdiscFunction:
         entry.fun = fun     # statics bound: what vmap and grad re-export (interop.py)
         return entry
 
-    def _entry(self, args: tuple, kwargs: dict) -> tuple[Compiled, list]:
+    def _entry(self, args: tuple, kwargs: dict, wait: bool = True) -> tuple[Compiled, list]:
         dynamic, names, key, fun = self._split_args(args, kwargs)
         entry = self._compiled.get(key)
         if entry is None:
             with self._lock:
                 entry = self._compiled.get(key)
-                if entry is None:
+                if entry is None and self.bridge:
+                    entry = self._bridged(args, kwargs, key, dynamic, names, fun, wait)
+                    if isinstance(entry, _Bridge):
+                        return entry, dynamic
+                elif entry is None:
                     try:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun)
                     except (UnsupportedOpError, CompileError) as err:
-                        if self.fallback != "xla":
-                            raise
-                        warnings.warn(fallback_warning(self.__name__, err), stacklevel=3)
-                        entry = _XlaFallback(jax.jit(fun), err)
-                        self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
+                        entry = self._fall_back(err, fun)
                     self._compiled[key] = entry
         return entry, dynamic
 
+    def _fall_back(self, err: JdiscError, fun: Callable) -> _XlaFallback:
+        if self.fallback != "xla":
+            raise err
+        warnings.warn(fallback_warning(self.__name__, err), stacklevel=4)
+        self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
+        return _XlaFallback(jax.jit(fun), err)
+
+    def _bridged(self, args, kwargs, key, dynamic, names, fun, wait: bool):
+        """bridge=True (under self._lock): start the compile in a background thread on the
+        first call (after checking the arguments here); while it runs, return the _Bridge (the
+        call goes to jax.jit); once it is done, its entry (or its error) as without bridging."""
+        bridge = self._bridges.get(key)
+        if bridge is None:
+            build = self._compile(args, kwargs, key, dynamic, names, fun)
+
+            def background():
+                try:
+                    bridge.result = build()
+                except BaseException as err:        # noqa: BLE001 - re-raised by the caller
+                    bridge.result = err
+            bridge = self._bridges[key] = _Bridge(jax.jit(fun), threading.Thread(
+                target=background, name=f"jdisc compile of {self.__name__}", daemon=True))
+            bridge.thread.start()
+        if not bridge.done() and not wait:
+            return bridge
+        bridge.thread.join()
+        del self._bridges[key]
+        result = bridge.result
+        if isinstance(result, (UnsupportedOpError, CompileError)):
+            result = self._fall_back(result, fun)
+        elif isinstance(result, BaseException):
+            raise result
+        self._compiled[key] = result
+        return result
+
     def compiled_for(self, *args, **kwargs) -> Compiled:
-        """The compiled program serving these arguments (compiling it on first use)."""
+        """The compiled program serving these arguments (compiling it on first use; with
+        bridge=True, waiting for the background compile)."""
         return self._entry(args, kwargs)[0]
 
     def __call__(self, *args, **kwargs):
-        entry, dynamic = self._entry(args, kwargs)
-        if isinstance(entry, _XlaFallback):
+        entry, dynamic = self._entry(args, kwargs, wait=False)
+        if isinstance(entry, (_XlaFallback, _Bridge)):
             self._stats["calls"] += 1
+            if isinstance(entry, _Bridge):
+                self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
             return entry.fn(*dynamic)
         flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
         if treedef != entry.in_tree:
@@ -409,7 +467,8 @@ class JdiscFunction:
 
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), fallback: str | None = None):
+        static_argnames: str | Sequence[str] = (), fallback: str | None = None,
+        bridge: bool = False):
     """Compile `fun` once for symbolic shapes; every later shape runs the same program.
 
     `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
@@ -419,6 +478,12 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     CompileError: the C compiler failed, or an internal error in jdisc), warn once and run it
     with `jax.jit` instead (which compiles per shape). Errors in the arguments (ArgumentError,
     DtypeError, ShapeError) never fall back.
+    `bridge=True`: the first call checks the arguments and starts jdisc's compile in a
+    background thread; until it is done, calls run with `jax.jit` at their exact shapes (an
+    XLA compile per new shape, counted in `stats()["bridged_calls"]`), then every call runs
+    jdisc's program. The first call then costs about one XLA compile instead of jdisc's export
+    and C compile; the no-XLA-compile guarantee holds from the moment jdisc's program is ready
+    (`compiled_for` waits for it).
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
@@ -427,6 +492,6 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
 
     def wrap(f: Callable) -> JdiscFunction:
         return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames,
-                             fallback)
+                             fallback, bridge)
 
     return wrap if fun is None else wrap(fun)

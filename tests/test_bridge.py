@@ -1,0 +1,82 @@
+"""jdisc.jit(..., bridge=True): the first call starts jdisc's compile in the background and is
+served by jax.jit at its exact shape; once jdisc's program is ready every call runs it."""
+
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from conftest import XlaCompileCounter, assert_close
+
+_XLA = XlaCompileCounter()
+
+
+def _wait_ready(f, x, timeout=300):
+    t0 = time.monotonic()
+    while not all(b.done() for b in f._bridges.values()) and time.monotonic() - t0 < timeout:
+        time.sleep(0.05)
+    f(x)                        # collects the finished compile
+
+
+def test_bridged_calls_then_jdisc():
+    g = lambda x: jnp.tanh(x) * jnp.sum(x, axis=-1, keepdims=True)
+    f = jdisc.jit(g, dynamic_axes=({0: "b"},), bridge=True)
+    xs = [np.linspace(-1, 1, 3 * n, dtype=np.float32).reshape(n, 3) for n in (1, 2, 5, 13)]
+    assert_close(f(xs[0]), jax.jit(g)(xs[0]), 1e-6)          # served by jax.jit or jdisc
+    _wait_ready(f, xs[0])
+    assert f.stats()["compiles"] == 1 and not f._bridges
+    _XLA.count, _XLA.enabled = 0, True
+    try:
+        outs = [f(x) for x in xs]
+    finally:
+        _XLA.enabled = False
+    assert _XLA.count == 0                                    # jdisc's program from now on
+    for x, y in zip(xs, outs):
+        assert_close(y, jax.jit(g)(x), 1e-6)
+    assert f.stats()["calls"] == 2 + len(xs)
+
+
+def test_first_call_does_not_wait_for_the_c_compiler(monkeypatch):
+    # a slow C compiler does not delay the call
+    g = lambda x: x * 3 + 1
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    from jdisc.custom_calls import compiler
+    real = compiler._compile
+
+    def slow(*a, **k):
+        time.sleep(2.0)
+        return real(*a, **k)
+    monkeypatch.setattr(compiler, "_compile", slow)
+    x = np.arange(4, dtype=np.float32)
+    t0 = time.monotonic()
+    assert_close(f(x), x * 3 + 1, 0)
+    assert time.monotonic() - t0 < 1.5 and f.stats()["bridged_calls"] == 1
+    assert f.compiled_for(x).program is not None              # waits for the compile
+    assert_close(f(x), x * 3 + 1, 0)
+    assert f.stats()["compiles"] == 1
+
+
+def test_bad_arguments_fail_at_the_first_call():
+    f = jdisc.jit(lambda x: x + 1, dynamic_axes=({3: "n"},), bridge=True)
+    with pytest.raises(jdisc.ShapeError, match="names axis 3, but the argument has rank 1"):
+        f(np.ones(3, np.float32))
+
+
+def test_a_failed_background_compile_raises_or_falls_back():
+    g = lambda x: (x.astype(jnp.complex64) * 2).real     # complex numbers: not supported yet
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    x = np.ones(8, np.float32)
+    with pytest.raises(jdisc.UnsupportedOpError):
+        f(x)
+        f.compiled_for(x)
+    fb = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True, fallback="xla")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fb(x)
+        assert fb.compiled_for(x) is not None
+        assert_close(fb(x), jax.jit(g)(x), 0)
+    assert fb.stats()["fallbacks"] == 1
