@@ -1,0 +1,90 @@
+"""The first call and a short stream, cold: jax.jit, jdisc.jit, and jdisc.jit(bridge=True)
+(jdisc compiles in a background thread while jax.jit serves the calls), each in a fresh
+process with an empty jdisc cache.
+
+    python benchmarks/first_call.py [--workloads W1,W2,W3,W4] [--repeats 3] [--json OUT.json]
+
+Per workload (jdisc/workloads.py) and repeat, one process per side:
+* first call: the time of the first call at (B, S) = (2, 37) (trace, compile, run);
+* stream: three distinct shapes, each called twice in the order a b c a b c, end to end from
+  the first call (each jax.jit shape compiles once; jdisc compiles once; bridged jdisc serves
+  calls with jax.jit until its program is ready, then runs it).
+Medians over the repeats; ratio = side / jax.jit. Run on a quiet machine (the load average is
+printed before and after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+_CHILD = r"""
+import json, sys, time
+import jax, numpy as np
+import jdisc
+from jdisc.workloads import workloads
+name, side = sys.argv[1], sys.argv[2]
+wl = workloads()[name]
+shapes = [(2, 37), (3, 61), (5, 23)]
+args = [jax.device_put(wl.make_args(b, s, np.random.default_rng(0))) for b, s in shapes]
+jax.block_until_ready(jax.jit(lambda x: x + 1)(np.ones(3, np.float32)))   # start-up costs
+f = jax.jit(wl.fn) if side == "xla" else jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes,
+                                                    bridge=side == "bridge")
+t0 = time.perf_counter()
+jax.block_until_ready(f(*args[0]))
+first = time.perf_counter() - t0
+for i in (1, 2, 0, 1, 2):
+    jax.block_until_ready(f(*args[i]))
+stream = time.perf_counter() - t0
+print(json.dumps({"first_s": first, "stream_s": stream,
+                  "bridged": f.stats().get("bridged_calls", 0) if side != "xla" else 0}))
+"""
+
+SIDES = ("xla", "jdisc", "bridge")
+
+
+def _child(name: str, side: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="jdisc-fc-") as cache:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, name, side],
+                              env=dict(os.environ, JDISC_CACHE_DIR=cache),
+                              capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workloads", default="W1,W2,W3,W4")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", metavar="OUT.json")
+    opts = p.parse_args(argv)
+    print(f"load average before: {os.getloadavg()}; {os.cpu_count()} CPUs")
+    rows = {}
+    for name in opts.workloads.split(","):
+        runs = {side: [_child(name, side) for _ in range(opts.repeats)] for side in SIDES}
+        rows[name] = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+                      for side, rs in runs.items()}
+        rows[name]["all"] = runs
+    print(f"{'':4} {'xla first s':>11} {'jdisc':>7} {'ratio':>6} {'bridge':>7} {'ratio':>6} |"
+          f" {'xla stream s':>12} {'jdisc':>7} {'ratio':>6} {'bridge':>7} {'ratio':>6}"
+          f" {'bridged calls':>13}")
+    for name, r in rows.items():
+        x, j, b = r["xla"], r["jdisc"], r["bridge"]
+        print(f"{name:4} {x['first_s']:11.3f} {j['first_s']:7.3f} "
+              f"{j['first_s'] / x['first_s']:6.2f} {b['first_s']:7.3f} "
+              f"{b['first_s'] / x['first_s']:6.2f} | {x['stream_s']:12.3f} {j['stream_s']:7.3f} "
+              f"{j['stream_s'] / x['stream_s']:6.2f} {b['stream_s']:7.3f} "
+              f"{b['stream_s'] / x['stream_s']:6.2f} {b['bridged']:13.0f}")
+    print(f"load average after: {os.getloadavg()}; medians of {opts.repeats}, one process "
+          f"and an empty jdisc cache per run")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
