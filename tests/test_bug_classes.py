@@ -219,3 +219,15 @@ def test_slot_size_whose_sign_shows_only_in_its_factors():
     f = lambda x, y: jnp.einsum("ijk,lin->jkln", x, y[:, :, 2:])
     make = lambda n: (np.linspace(-2, 2, n ** 3, dtype=np.float32).reshape(n, n, n),) * 2
     check_against_jax(f, ({0: "b", 1: "b", 2: "b"},) * 2, make, (1, 2, 3, 5), tol=1e-6)
+
+
+def test_clz_of_a_negative_constant():
+    # found by the fuzzer, and not a jdisc bug: XLA constant-folds clz(-2) to -32 (its compiled
+    # kernels give 0); jdisc gives 0 whether the value is a constant or an argument
+    g = lambda x: jax.lax.clz(jnp.arange(x.shape[0], dtype=jnp.int32) - 2)
+    for n in (1, 3, 5):
+        want = np.array([32 - int(v).bit_length() if v >= 0 else 0 for v in range(-2, n - 2)],
+                        np.int32)
+        assert_close(jdisc.jit(g, dynamic_axes=(None,))(np.zeros(n, np.int32)), want, 0)
+        assert_close(jdisc.jit(g, dynamic_axes=({0: "n"},))(np.zeros(n, np.int32)), want, 0)
+        assert_close(jax.jit(jax.lax.clz)(np.arange(n, dtype=np.int32) - 2), want, 0)

@@ -157,6 +157,8 @@ def test_relaxed_nonnegativity_examples():
     atom = (m - 1).terms[0][0].factors[0][0]
     assert nonneg(up(4 * a * m - 4 * a), {}, {atom: 1})
     assert not nonneg(up(4 * a * m - 4 * a))
+    q = floordiv(b + 1, 2)                   # a rounded-up slot of a value with a floor dim
+    assert nonneg(up(16 * q) + 128 - 16 * q)
 
 
 @settings(max_examples=300, deadline=None)

@@ -462,9 +462,21 @@ def nonneg_relaxed(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS,
     d = _dim(d)
     if isinstance(d, int):
         return d >= 0
+    # floors with positive coefficients first: a term a negative one cancels (the bytes n
+    # against m*floordiv(n + m - 1, m)) must not be relaxed on its own first
+    once = _relax_floors(d, positive=True)
+    return _shifted_nonneg(once, var_bounds, atom_lower) or _shifted_nonneg(
+        _relax_floors(once, positive=False), var_bounds, atom_lower)
+
+
+def _relax_floors(d: Dim, positive: bool) -> Dim:
+    """d scaled by the lcm m of the divisors, each term c*floordiv(e, m) of the given sign
+    replaced by its lower bound (see nonneg_relaxed)."""
+    if isinstance(d, int):
+        return d
     floors = [(coeff, mono.factors[0][0]) for mono, coeff in d.terms
               if len(mono.factors) == 1 and mono.factors[0][1] == 1
-              and mono.factors[0][0].op == "floordiv"
+              and mono.factors[0][0].op == "floordiv" and (coeff > 0) == positive
               and isinstance(mono.factors[0][0].args[1], int) and mono.factors[0][0].args[1] > 0]
     scale = math.lcm(*(atom.args[1] for _, atom in floors)) if floors else 1
     relaxed: Dim = scale * d
@@ -472,6 +484,13 @@ def nonneg_relaxed(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS,
         e, m = atom.args
         lower = e - (m - 1) if coeff > 0 else e            # m*floordiv(e, m) >= lower
         relaxed = relaxed - (scale * coeff) * _atom_expr(atom) + (scale // m) * coeff * lower
+    return relaxed
+
+
+def _shifted_nonneg(relaxed: Dim, var_bounds: Mapping[str, Interval],
+                    atom_lower: Mapping[Atom, int]) -> bool:
+    if isinstance(relaxed, int):
+        return relaxed >= 0
     shifted_bounds = dict(var_bounds)
     atoms = {atom: lo for atom, lo in atom_lower.items() if lo not in (0, -_INF)}
     if atoms and not isinstance(relaxed, int):
