@@ -374,9 +374,10 @@ class JdiscFunction:
         return _XlaFallback(jax.jit(fun), err)
 
     def _bridged(self, args, kwargs, key, dynamic, names, fun, wait: bool):
-        """bridge=True (under self._lock): start the compile in a background thread on the
-        first call (after checking the arguments here); while it runs, return the _Bridge (the
-        call goes to jax.jit); once it is done, its entry (or its error) as without bridging."""
+        """bridge=True (under self._lock): on the first call, check the arguments here and
+        make the compile's background thread (started after jax.jit has served that call, so
+        that its XLA compile has the CPUs); while it runs, return the _Bridge (the call goes to
+        jax.jit); once it is done, its entry (or its error) as without bridging."""
         bridge = self._bridges.get(key)
         if bridge is None:
             build = self._compile(args, kwargs, key, dynamic, names, fun)
@@ -388,8 +389,11 @@ class JdiscFunction:
                     bridge.result = err
             bridge = self._bridges[key] = _Bridge(jax.jit(fun), threading.Thread(
                 target=background, name=f"jdisc compile of {self.__name__}", daemon=True))
+        if not bridge.thread.ident:     # __call__ starts it once jax.jit has served the call
+            if not wait:
+                return bridge
             bridge.thread.start()
-        if not bridge.done() and not wait:
+        if bridge.thread.is_alive() and not wait:
             return bridge
         bridge.thread.join()
         del self._bridges[key]
@@ -410,9 +414,15 @@ class JdiscFunction:
         entry, dynamic = self._entry(args, kwargs, wait=False)
         if isinstance(entry, (_XlaFallback, _Bridge)):
             self._stats["calls"] += 1
-            if isinstance(entry, _Bridge):
-                self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
-            return entry.fn(*dynamic)
+            if not isinstance(entry, _Bridge):
+                return entry.fn(*dynamic)
+            self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
+            try:
+                return entry.fn(*dynamic)
+            finally:          # after the first call, so that its XLA compile has the CPUs
+                with self._lock:
+                    if not entry.thread.ident:
+                        entry.thread.start()
         flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
         if treedef != entry.in_tree:
             raise ArgumentError(f"{self.__name__} was compiled for arguments structured as "

@@ -17,7 +17,8 @@ _XLA = XlaCompileCounter()
 
 def _wait_ready(f, x, timeout=300):
     t0 = time.monotonic()
-    while not all(b.done() for b in f._bridges.values()) and time.monotonic() - t0 < timeout:
+    while not all(b.thread.ident and b.done() for b in f._bridges.values()) and \
+            time.monotonic() - t0 < timeout:
         time.sleep(0.05)
     f(x)                        # collects the finished compile
 
