@@ -15,9 +15,10 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from jdisc.dynamic_passes.relaxed import nonneg_relaxed
 from jdisc.dynamic_passes.symbolic import (
     C_PRELUDE, Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod,
-    nonneg_relaxed, parse,
+    parse,
     prove_eq, prove_ge, prove_gt, prove_le, prove_lt, substitute, to_c, var, variables,
 )
 

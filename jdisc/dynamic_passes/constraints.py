@@ -24,6 +24,7 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.relaxed import nonneg_relaxed
 from jdisc.dynamic_passes.shape_prop import HostValue, Pred
 from jdisc.dynamic_passes.symbolic import Dim, Expr
 
@@ -333,7 +334,7 @@ class ShapeConstraints:
         var_bounds = self._var_bounds()
         return symbolic.bounds(d, var_bounds)[0] >= 0 or any(
             symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
-            symbolic.nonneg_relaxed(d, var_bounds, self._atom_lower())
+            nonneg_relaxed(d, var_bounds, self._atom_lower())
 
     def _atom_lower(self) -> dict:
         """Lower bounds of single atoms from the `>= 0` facts (`min(a, 3) - 1 >= 0`)."""

@@ -10,33 +10,18 @@ its own result becomes a run-time check.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
-
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.host_values import (  # noqa: F401 (HostValue: re-exported)
-    HostValue, Pred, _is_symbolic, bind_host_value)
+    HostValue, Pred, bind_host_value)
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
+from jdisc.dynamic_passes.shape_contents import SymbolicContents, data_start_sizes
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
 
-MAX_SYM_ELEMENTS = 16   # integer tensors up to this size have their contents tracked
 
 
 _CMP = {"EQ": "==", "NE": "!=", "GE": ">=", "GT": ">", "LE": "<=", "LT": "<"}
-
-# Symbolic meaning of integer ops on tracked contents (dims are never negative).
-_INT_FNS: dict[str, Callable[..., Dim]] = {
-    "add": lambda a, b: a + b,
-    "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b,
-    "divide": lambda a, b: symbolic.floordiv(a, b),
-    "remainder": lambda a, b: symbolic.mod(a, b),
-    "maximum": symbolic.dmax,
-    "minimum": symbolic.dmin,
-    "negate": lambda a: -a,
-}
-
 
 def _dilated_size(n: Dim, dilation: Dim) -> Dim:
     """The size of n elements spread `dilation` (>= 1) apart: (n - 1) * dilation + 1, or 0 when
@@ -54,7 +39,7 @@ def _prod(dims) -> Dim:
     return out
 
 
-class _Propagator:
+class _Propagator(SymbolicContents):
     def __init__(self, prog: Program):
         self.prog = prog
         self.nonneg_checked: set = set()    # dims with a `>= 0` check in this scope
@@ -281,7 +266,7 @@ class _Propagator:
 
     def shape_real_dynamic_slice(self, op):
         x, start, limit, strides = op.operands
-        sizes = _data_start_sizes(op)
+        sizes = data_start_sizes(op)
         if sizes is not None:   # start is data (e.g. a loop counter): a dynamic_slice
             op.attrs["slice_sizes"] = sizes
             op.attrs["data_start"] = True
@@ -590,145 +575,6 @@ class _Propagator:
 
     def shape_dynamic_rng_bit_generator(self, op):
         return [op.operands[0].shape, self.require_sym(op, op.operands[1], "output_shape")]
-
-    # -- symbolic contents --------------------------------------------------------------------
-    def sym_constant(self, op):
-        v = op.attrs["value"]
-        if v.dtype.kind in "iu" and v.size <= MAX_SYM_ELEMENTS:
-            return tuple(int(x) for x in v.ravel())
-        return None
-
-    def sym_shape_of(self, op):
-        return op.operands[0].shape
-
-    def sym_get_dimension_size(self, op):
-        return (op.operands[0].shape[op.attrs["dimension"]],)
-
-    def sym_reshape(self, op):
-        return op.operands[0].sym
-
-    def sym_convert(self, op):
-        if op.results[0].dtype == "i1" or op.operands[0].dtype == "i1" and \
-                op.operands[0].sym is None:
-            return None
-        return tuple(int(d) if isinstance(d, bool) else
-                     HostValue("select", (d, 1, 0)) if isinstance(d, Pred) else d
-                     for d in op.operands[0].sym)
-    sym_dynamic_reshape = sym_reshape
-
-    def sym_concatenate(self, op):
-        return tuple(d for v in op.operands for d in v.sym)
-
-    def sym_broadcast_in_dim(self, op):
-        x, r = op.operands[0], op.results[0]
-        n = r.num_elements()
-        if len(x.sym) == 1 and isinstance(n, int) and n <= MAX_SYM_ELEMENTS:
-            return x.sym * n
-        return None
-
-    def sym_slice(self, op):
-        x = op.operands[0]
-        if x.rank != 1:
-            return None
-        (s,), (l,), (st,) = op.attrs["start_indices"], op.attrs["limit_indices"], op.attrs["strides"]
-        return x.sym[s:l:st]
-
-    def _sym_elementwise(self, op):
-        syms = [v.sym for v in op.operands]
-        n = max(len(s) for s in syms)
-        syms = [s * n if len(s) == 1 else s for s in syms]
-        return tuple(self._int_op(op.name, args) for args in zip(*syms))
-
-    def _int_op(self, name: str, args: tuple):
-        """Symbolic result of an integer op on dims; a HostValue where that is not sound."""
-        if not all(_is_symbolic(a) for a in args):
-            return HostValue(name, tuple(args))
-        if name in ("divide", "remainder"):
-            a, b = args
-            # StableHLO truncates; floor semantics agree only for a >= 0 and b > 0
-            if not (symbolic.prove_ge(a, 0) and symbolic.prove_gt(b, 0)):
-                return HostValue(name, tuple(args))
-        return _INT_FNS[name](*args)
-
-    def sym_clamp(self, op):
-        """min(max(x, lo), hi), elementwise (a scalar lo or hi applies to every element):
-        how jax clamps the start of a dynamic slice into its operand."""
-        syms = [v.sym for v in op.operands]
-        n = max(len(s) for s in syms)
-        lo, x, hi = (s * n if len(s) == 1 else s for s in syms)
-        return tuple(self._int_op("minimum", (self._int_op("maximum", (xi, li)), hi_))
-                     for li, xi, hi_ in zip(lo, x, hi))
-
-    sym_add = sym_subtract = sym_multiply = sym_divide = sym_remainder = _sym_elementwise
-    sym_maximum = sym_minimum = sym_negate = _sym_elementwise
-
-    def sym_abs(self, op):
-        return tuple(d if _is_symbolic(d) and symbolic.prove_ge(d, 0) else HostValue("abs", (d,))
-                     for d in op.operands[0].sym)
-
-    def sym_select(self, op):
-        pred, a, b = op.operands
-        if pred.sym is None or len(pred.sym) != 1 or len(a.sym) != len(b.sym):
-            return None
-        p = pred.sym[0]
-        if isinstance(p, bool):
-            return a.sym if p else b.sym
-        return tuple(HostValue("select", (p, x, y)) for x, y in zip(a.sym, b.sym))
-
-    def sym_sign(self, op):
-        out = []
-        for d in op.operands[0].sym:
-            if self.decide(Pred(">=", d, 1), op):
-                out.append(1)
-            elif self.decide(Pred("<=", d, -1), op):
-                out.append(-1)
-            elif self.decide(Pred("==", d, 0), op):
-                out.append(0)
-            else:
-                out.append(HostValue("sign", (d,)))
-        return tuple(out)
-
-
-def _data_start_sizes(op: Op) -> tuple | None:
-    """Slice sizes of a `real_dynamic_slice` whose start is data and whose limit is that start
-    plus sizes known symbolically, with unit strides (how jax and chlo index with a loop
-    counter: `start + 1`, `clamp(...) + sizes`), else None."""
-    x, start, limit, strides = op.operands
-    if start.sym is not None or strides.sym is None or any(s != 1 for s in strides.sym):
-        return None
-    sizes = []
-    for j in range(x.rank):
-        (b0, o0), (b1, o1) = _affine(start, j), _affine(limit, j)
-        if b0 is None or b0 != b1:
-            return None
-        sizes.append(o1 - o0)
-    return tuple(sizes)
-
-
-def _affine(v: Value, j: int, depth: int = 0):
-    """Element j of an integer vector as (opaque base, symbolic offset): a known element is
-    (None, value); `add` sums offsets when one side is known; `concatenate` and `reshape`
-    forward to the element they hold; anything else is its own base."""
-    if v.sym is not None and not any(isinstance(d, (bool, Pred, HostValue)) for d in v.sym):
-        return None, v.sym[j] if len(v.sym) > 1 else v.sym[0]
-    p = v.producer
-    if p is None or depth > 16:
-        return (v.id, j), 0
-    if p.name == "reshape" and p.operands[0].num_elements() == 1:
-        return _affine(p.operands[0], 0, depth + 1)
-    if p.name == "concatenate" and p.attrs.get("dimension") == 0 and v.rank == 1:
-        at = 0
-        for x in p.operands:
-            if not isinstance(x.shape[0], int):
-                break
-            if j < at + x.shape[0]:
-                return _affine(x, j - at, depth + 1)
-            at += x.shape[0]
-    if p.name == "add" and v.rank <= 1:
-        a, b = (_affine(x, j if x.rank else 0, depth + 1) for x in p.operands)
-        if a[0] is None or b[0] is None:
-            return (a[0] if a[0] is not None else b[0]), a[1] + b[1]
-    return (v.id, j), 0
 
 
 ELEMENTWISE = frozenset("""
