@@ -231,3 +231,13 @@ def test_clz_of_a_negative_constant():
         assert_close(jdisc.jit(g, dynamic_axes=(None,))(np.zeros(n, np.int32)), want, 0)
         assert_close(jdisc.jit(g, dynamic_axes=({0: "n"},))(np.zeros(n, np.int32)), want, 0)
         assert_close(jax.jit(jax.lax.clz)(np.arange(n, dtype=np.int32) - 2), want, 0)
+
+
+def test_scan_over_a_strided_slice_of_a_dynamic_dim():
+    # the scan's per-step dynamic_slice has sizes jax computes with floor_divide (a launcher
+    # computation, not a Dim): the data-start slice is still recognised, its sizes bound
+    def f(x0, x1):
+        return jax.lax.scan(lambda c, x: (c + x[0, :c.shape[1]].sum(), c), x0, x1[:, :, 2::3])
+    make = lambda n: (np.arange(n, dtype=np.float32)[None] / 4,
+                      np.linspace(-1, 1, 2 * n, dtype=np.float32).reshape(2, 1, n))
+    check_against_jax(f, ({1: "b"}, {2: "b"}), make, (0, 1, 2, 3, 7, 13), tol=1e-6)

@@ -126,10 +126,11 @@ class SymbolicContents:
         return tuple(out)
 
 
-def data_start_sizes(op: Op) -> tuple | None:
+def data_start_sizes(op: Op, bind: Callable[[HostValue], Dim]) -> tuple | None:
     """Slice sizes of a `real_dynamic_slice` whose start is data and whose limit is that start
     plus sizes known symbolically, with unit strides (how jax and chlo index with a loop
-    counter: `start + 1`, `clamp(...) + sizes`), else None."""
+    counter: `start + 1`, `clamp(...) + sizes`), else None. A size the launcher computes (a
+    HostValue: `floordiv` of a value that may be negative) becomes a dim through `bind`."""
     x, start, limit, strides = op.operands
     if start.sym is not None or strides.sym is None or any(s != 1 for s in strides.sym):
         return None
@@ -138,15 +139,22 @@ def data_start_sizes(op: Op) -> tuple | None:
         (b0, o0), (b1, o1) = _affine(start, j), _affine(limit, j)
         if b0 is None or b0 != b1:
             return None
-        sizes.append(o1 - o0)
-    return tuple(sizes)
+        sizes.append(_host_op("subtract", o1, o0))
+    return tuple(bind(s) if isinstance(s, HostValue) else s for s in sizes)
+
+
+def _host_op(name: str, a, b):
+    """a + b or a - b: a Dim when both are, else the launcher's computation."""
+    if _is_symbolic(a) and _is_symbolic(b):
+        return a + b if name == "add" else a - b
+    return HostValue(name, (a, b))
 
 
 def _affine(v: Value, j: int, depth: int = 0):
     """Element j of an integer vector as (opaque base, symbolic offset): a known element is
     (None, value); `add` sums offsets when one side is known; `concatenate` and `reshape`
     forward to the element they hold; anything else is its own base."""
-    if v.sym is not None and not any(isinstance(d, (bool, Pred, HostValue)) for d in v.sym):
+    if v.sym is not None and not isinstance(v.sym[j if len(v.sym) > 1 else 0], (bool, Pred)):
         return None, v.sym[j] if len(v.sym) > 1 else v.sym[0]
     p = v.producer
     if p is None or depth > 16:
@@ -164,6 +172,6 @@ def _affine(v: Value, j: int, depth: int = 0):
     if p.name == "add" and v.rank <= 1:
         a, b = (_affine(x, j if x.rank else 0, depth + 1) for x in p.operands)
         if a[0] is None or b[0] is None:
-            return (a[0] if a[0] is not None else b[0]), a[1] + b[1]
+            return (a[0] if a[0] is not None else b[0]), _host_op("add", a[1], b[1])
     return (v.id, j), 0
 

@@ -266,7 +266,8 @@ class _Propagator(SymbolicContents):
 
     def shape_real_dynamic_slice(self, op):
         x, start, limit, strides = op.operands
-        sizes = data_start_sizes(op)
+        sizes = data_start_sizes(op, lambda h: bind_host_value(
+            self.prog, h, True, f"slice sizes of stablehlo.{op.name} at {op.loc}"))
         if sizes is not None:   # start is data (e.g. a loop counter): a dynamic_slice
             op.attrs["slice_sizes"] = sizes
             op.attrs["data_start"] = True
