@@ -104,10 +104,10 @@ def test_deep_shared_dag_compiles_fast(chains):
     names = positional_names(f, 1)
     leaves, tree = leaf_specs((x,), normalize_dynamic_axes(({0: "n"},), names), names)
     exported = export_function(f, leaves, tree, ())   # jax's tracing and export: not ours
-    t = time.process_time()   # CPU time: what a busy neighbour does not add to
+    t = time.thread_time()   # this thread's CPU: busy neighbours and jax's threads add none
     generate(program_of(exported))
-    # StableHLO -> IR -> every pass -> C, without the C compiler: ~0.25 s for 1,800 ops here
-    assert time.process_time() - t < 1.0
+    # StableHLO -> IR -> every pass -> C, without the C compiler: ~0.35 s for 1,800 ops here
+    assert time.thread_time() - t < 1.0
     jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
     for n in (1, 4):
         x = np.full(n, 1e-3, np.float32)
