@@ -241,3 +241,13 @@ def test_scan_over_a_strided_slice_of_a_dynamic_dim():
     make = lambda n: (np.arange(n, dtype=np.float32)[None] / 4,
                       np.linspace(-1, 1, 2 * n, dtype=np.float32).reshape(2, 1, n))
     check_against_jax(f, ({1: "b"}, {2: "b"}), make, (0, 1, 2, 3, 7, 13), tol=1e-6)
+
+
+def test_row_reduction_read_by_a_reduction_over_a_leading_dim():
+    # the sum over axis 0 is not a row reduction: it cannot be the stitch kernel of the min
+    f = lambda x: jnp.sum(jnp.min(x, axis=2, keepdims=True), axis=0)
+    x = np.arange(2, dtype=np.int32).reshape(1, 2, 1)
+    assert_close(jdisc.jit(f, dynamic_axes=(None,))(x), jax.jit(f)(x), 0)
+    check_against_jax(f, ({0: "a", 1: "b"},),
+                      lambda n: (np.arange(n * 3 * 4, dtype=np.int32).reshape(n, 3, 4) % 7,),
+                      SIZES)

@@ -234,6 +234,8 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
         k = _row_reduce_rank(op)
         if k is None or root_kind(g.root) is not None:
             return False   # only loop/stitch kernels render a reduction of their producers
+        if g.root.name == "reduce" and _row_reduce_rank(g.root) != k:
+            return False   # a reduce over other dims (a leading one) cannot stitch it
         if g.row_rank is not None and g.row_rank != k:
             return False
         x = op.operands[0]
