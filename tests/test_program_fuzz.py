@@ -187,6 +187,9 @@ def _failures(findings):
     return [fd for fd in findings if fd.failure.kind != "size0"]
 
 
+# Under pytest-xdist (`-n 2 --dist loadgroup`) every batch runs on one xdist worker, so the
+# module fixture (which spreads the batches over its own two processes) runs once, not per worker.
+@pytest.mark.xdist_group("program_fuzz_tier")
 @pytest.mark.parametrize("k", range(N_BATCHES))
 def test_random_programs(tier, k):
     failures = _failures(tier[SEED0 + k])

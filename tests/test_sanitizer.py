@@ -53,7 +53,7 @@ def test_differential_suite_under_asan_ubsan():
     cache = tempfile.mkdtemp(prefix="jdisc-asan-")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "2",
              os.path.join(HERE, "test_models.py"), os.path.join(HERE, "test_bad_input.py"),
              os.path.join(HERE, "test_compile_once.py"), os.path.join(HERE, "test_fusion.py"),
              os.path.join(HERE, "test_ops.py"), os.path.join(HERE, "test_dtypes.py"),
