@@ -4,6 +4,7 @@ import math
 
 import jax
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ def to_ir(fn, dynamic_axes, *args, constraints=()):
 # ---- from real programs -----------------------------------------------------------------------
 
 def test_reshape_element_count_gives_product_equality():
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 9):
+        pytest.skip("jax < 0.9's export refuses a reshape whose symbolic sizes differ")
     prog = to_ir(lambda x, y: x.reshape(y.shape) + y, ({0: "B", 1: "S"}, {0: "X"}),
                  np.ones((2, 3, 8), np.float32), np.ones((6, 8), np.float32))
     assert any(c.cmp == "==" for c in prog.checks)       # 8*B*S == 8*X, checked at run time

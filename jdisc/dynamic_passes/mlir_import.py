@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from jaxlib.mlir import ir, passmanager
-from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir.dialects import chlo, stablehlo
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value
@@ -64,6 +64,8 @@ def parse_module(module: str | bytes, ctx: ir.Context) -> ir.Module:
 def run_mlir_pipeline(module: ir.Module) -> None:
     with compile_stage("the MLIR import (checking for known miscompiles)"):
         _refuse_known_miscompiles(module)
+    with compile_stage("the MLIR import (CHLO ops older exporters wrote as custom calls)"):
+        _chlo_from_custom_calls(module)
     with compile_stage(f"jaxlib's MLIR pass pipeline ({MLIR_PIPELINE})"), module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
 
@@ -88,6 +90,38 @@ def _refuse_known_miscompiles(module: ir.Module) -> None:
         visit(op)
     if bad:
         raise UnsupportedOpError(f"jdisc cannot compile {len(bad)} op(s):\n" + "\n".join(bad))
+
+
+def _chlo_from_custom_calls(module: ir.Module) -> None:
+    """jax 0.9's export writes `lax.top_k` as `custom_call @mhlo.topk {mhlo.attributes = {k}}`
+    (jax 0.10 writes a `chlo.top_k` composite): it becomes `chlo.top_k` again, which the pass
+    pipeline legalises to a sort like every other top_k. A smallest-k form is left alone (and
+    refused as an unknown custom call)."""
+    found = []
+
+    def visit(op):
+        o = op.operation
+        if o.name == "stablehlo.custom_call" and "call_target_name" in o.attributes and \
+                ir.StringAttr(o.attributes["call_target_name"]).value == "mhlo.topk":
+            found.append(o)
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner)
+
+    for op in module.body.operations:
+        visit(op)
+    for o in found:
+        attrs = ir.DictAttr(o.attributes["mhlo.attributes"]) if "mhlo.attributes" in \
+            o.attributes else None
+        if attrs is None or "k" not in attrs or len(o.operands) != 1 or len(o.results) != 2 or \
+                ("largest" in attrs and str(attrs["largest"]) != "true"):
+            continue
+        with module.context, ir.InsertionPoint(o), o.location:
+            new = chlo.TopKOp(o.operands[0], attrs["k"])
+        for old, rep in zip(o.results, new.results):
+            old.replace_all_uses_with(rep)
+        o.erase()
 
 
 # --------------------------------------------------------------------------- locations
