@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import threading
 import time
 import warnings
@@ -25,8 +26,8 @@ from jdisc.dynamic_passes.supported import dtype_problem
 from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
                           UnsupportedOpError, compile_stage)
 from jdisc.export.exporter import ExportedFunction, export_function
-from jdisc.export.specs import (check_shared_names, leaf_specs, normalize_dynamic_axes,
-                                positional_names)
+from jdisc.export.specs import (check_shared_names, dim_variables, leaf_specs,
+                                normalize_dynamic_axes, positional_names)
 from jdisc.lowering.codegen import generate
 
 
@@ -66,9 +67,30 @@ class Compiled:
             else:
                 shapes.append(x.shape)
                 pointers.append(ptr)
-        outs = self.executable.run_pointers(shapes, pointers)
+        try:
+            outs = self.executable.run_pointers(shapes, pointers)
+        except ShapeError as err:
+            raise self._name_constraint_axes(err, flat_args) from None
         del alive
         return [runtime.to_jax(o) for o in outs]
+
+    def _name_constraint_axes(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
+        """jax.export's message for a violated constraint (`b >= 4`) names the constraint;
+        this adds which argument and axis each of its dimension variables was read from."""
+        text = str(err)
+        m = re.search(r"symbolic shape constraint (.*?)\. Expected", text)
+        if not m:
+            return err
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(1)))
+        where = []
+        for x, spec in zip(flat_args, self.leaves):
+            for axis, dim in sorted(spec.axes.items()):
+                names = [v for v in dim_variables(dim) if v in used]
+                if names and all(f"'{n}'" not in w for n in names for w in where):
+                    size = np.shape(x)[axis] if axis < np.ndim(x) else "?"
+                    where.append(f"'{dim}' is argument '{spec.name}' axis {axis}, of size "
+                                 f"{size}")
+        return ShapeError(text.rstrip() + (" (" + "; ".join(where) + ")" if where else ""))
 
     @staticmethod
     def _as_array(x: Any, spec) -> np.ndarray:
@@ -216,16 +238,56 @@ def build(prog) -> tuple:
     return cprog, executable
 
 
+_CANONICAL: dict = {}
+
+
+def _leaf_signature(x: Any) -> tuple:
+    """What selects a program for one argument leaf: its (canonical) dtype and rank; a Python
+    scalar by its type (it is weakly typed)."""
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+        return (type(x), 0)
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return (type(x), np.ndim(x))
+    canon = _CANONICAL.get(dt)
+    if canon is None:
+        try:
+            canon = np.dtype(jax.dtypes.canonicalize_dtype(dt))
+        except (TypeError, ValueError):
+            canon = dt
+        _CANONICAL[dt] = canon
+    return (canon, len(x.shape))
+
+
+def _structure_mismatch(fn_name: str, entry: Compiled, dynamic: Sequence[Any],
+                        arg_names: Sequence[str]) -> str:
+    """A short message for arguments structured unlike the compiled ones: the first argument
+    that differs, what it was and what it is (never two whole treedefs)."""
+    compiled = jax.tree_util.tree_unflatten(entry.in_tree, [0] * entry.in_tree.num_leaves)
+    for i, (want, got) in enumerate(zip(compiled, dynamic)):
+        if jax.tree_util.tree_structure(want) == jax.tree_util.tree_structure(got):
+            continue
+        arg = arg_names[i] if i < len(arg_names) else f"args[{i}]"
+        was = "an array" if jax.tree_util.treedef_is_leaf(
+            jax.tree_util.tree_structure(want)) else f"a {type(want).__name__}"
+        hint = " (wrap it with jnp.asarray)" if was == "an array" and \
+            isinstance(got, (list, tuple)) else ""
+        return (f"{fn_name}: argument '{arg}' is a {type(got).__name__}{hint}, but the "
+                f"function was compiled with {was} there")
+    return f"{fn_name}: the arguments' pytree structure differs from the compiled one"
+
+
 class JdiscFunction:
     """What `jdisc.jit` returns: call it like the original function."""
 
     def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
                  static_argnums: Sequence[int], static_argnames: Sequence[str],
-                 fallback: str | None = None, bridge: bool = False):
+                 fallback: str | None = None, bridge: bool = False, strict: bool = False):
         if fallback not in (None, "xla"):
             raise ArgumentError(f"fallback must be None or 'xla', got {fallback!r}")
         self.fallback = fallback
         self.bridge = bool(bridge)
+        self.strict = bool(strict)
         self._bridges: dict[Any, _Bridge] = {}
         functools.update_wrapper(self, fun)
         self.fun = fun
@@ -348,8 +410,14 @@ class JdiscFunction:
         entry.fun = fun     # statics bound: what vmap and grad re-export (interop.py)
         return entry
 
-    def _entry(self, args: tuple, kwargs: dict, wait: bool = True) -> tuple[Compiled, list]:
+    def _entry(self, args: tuple, kwargs: dict, wait: bool = True) -> tuple:
+        """(entry, dynamic args, their flat leaves, their treedef). The key is the statics
+        plus, unless strict, the pytree structure and each leaf's dtype and rank: a new dtype
+        or rank compiles a program of its own, as jax.jit retraces."""
         dynamic, names, key, fun = self._split_args(args, kwargs)
+        flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
+        if not self.strict:
+            key = key + (treedef, tuple(map(_leaf_signature, flat)))
         entry = self._compiled.get(key)
         if entry is None:
             with self._lock:
@@ -357,14 +425,14 @@ class JdiscFunction:
                 if entry is None and self.bridge:
                     entry = self._bridged(args, kwargs, key, dynamic, names, fun, wait)
                     if isinstance(entry, _Bridge):
-                        return entry, dynamic
+                        return entry, dynamic, flat, treedef
                 elif entry is None:
                     try:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun)
                     except (UnsupportedOpError, CompileError) as err:
                         entry = self._fall_back(err, fun)
                     self._compiled[key] = entry
-        return entry, dynamic
+        return entry, dynamic, flat, treedef
 
     def _fall_back(self, err: JdiscError, fun: Callable) -> _XlaFallback:
         if self.fallback != "xla":
@@ -411,7 +479,7 @@ class JdiscFunction:
         return self._entry(args, kwargs)[0]
 
     def __call__(self, *args, **kwargs):
-        entry, dynamic = self._entry(args, kwargs, wait=False)
+        entry, dynamic, flat, treedef = self._entry(args, kwargs, wait=False)
         if isinstance(entry, (_XlaFallback, _Bridge)):
             self._stats["calls"] += 1
             if not isinstance(entry, _Bridge):
@@ -423,10 +491,9 @@ class JdiscFunction:
                 with self._lock:
                     if not entry.thread.ident:
                         entry.thread.start()
-        flat, treedef = jax.tree_util.tree_flatten(tuple(dynamic))
         if treedef != entry.in_tree:
-            raise ArgumentError(f"{self.__name__} was compiled for arguments structured as "
-                                f"{entry.in_tree}, got {treedef}")
+            raise ArgumentError(_structure_mismatch(self.__name__, entry, dynamic,
+                                                    self._names(len(dynamic))))
         if interop.is_traced(flat):    # inside jax.jit / vmap / grad / scan: a custom call
             outs = interop.traced_call(self, entry, flat)
         else:
@@ -478,7 +545,7 @@ class JdiscFunction:
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), fallback: str | None = None,
-        bridge: bool = False):
+        bridge: bool = False, strict: bool = False):
     """Compile `fun` once for symbolic shapes; every later shape runs the same program.
 
     `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
@@ -494,6 +561,10 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     jdisc's program. The first call then costs about one XLA compile instead of jdisc's export
     and C compile; the no-XLA-compile guarantee holds from the moment jdisc's program is ready
     (`compiled_for` waits for it).
+    `strict=False` (the default): a call whose arrays have a new dtype or rank, or a new pytree
+    structure, compiles a program of its own (counted in `stats()["compiles"]`), as `jax.jit`
+    retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming
+    the argument, and the function only ever has one program per static arguments.
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
@@ -502,6 +573,6 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
 
     def wrap(f: Callable) -> JdiscFunction:
         return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames,
-                             fallback, bridge)
+                             fallback, bridge, strict)
 
     return wrap if fun is None else wrap(fun)

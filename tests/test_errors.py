@@ -50,7 +50,7 @@ def test_complex_input_is_refused_by_name():
 
 
 def test_complex_python_scalar_for_a_float_input_is_a_dtype_error():
-    f = jdisc.jit(lambda x, s: x * s, dynamic_axes=(N[0], None))
+    f = jdisc.jit(lambda x, s: x * s, dynamic_axes=(N[0], None), strict=True)
     f(X, 2.0)
     with pytest.raises(DtypeError, match="complex"):
         f(X, 1 + 2j)
@@ -255,7 +255,8 @@ def test_cli_compile_reports_internal_errors_in_one_line(monkeypatch, tmp_path, 
 # ----------------------------------------------------------------------- user errors
 
 def test_argument_errors_never_fall_back():
-    f = jdisc.jit(lambda x, y: x + y, dynamic_axes=({0: "n"}, {0: "n"}), fallback="xla")
+    f = jdisc.jit(lambda x, y: x + y, dynamic_axes=({0: "n"}, {0: "n"}), fallback="xla",
+                  strict=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")       # no fallback warning for any of these
         with pytest.raises(ShapeError):        # shared name, unequal sizes: the first call

@@ -1,8 +1,10 @@
 """`dynamic_axes` -> per-leaf axis names -> `jax.export` symbolic shapes.
 
-A `dynamic_axes` entry per positional argument is `None` (all dims static), `{axis: name}` for an
-array (negative axes allowed), or a pytree prefix of such entries for a pytree argument. A dict
-keyed by parameter name is accepted too. Axes sharing a name share one dimension variable.
+A `dynamic_axes` entry per positional argument is `None` (all dims static), `{axis: dim}` for an
+array (negative axes allowed), a jax.export-style shape string for the whole array (`"b, s, 768"`,
+`"b, ..."`), or a pytree prefix of such entries for a pytree argument. A dict keyed by parameter
+name is accepted too. A dim is a name (`"batch"`) or a jax.export dimension expression over names
+(`"8*k"`, `"2*b"`, `"b + 1"`); axes sharing a name share one dimension variable.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class _Group(list):
 
 
 def _is_axes(x: Any) -> bool:
-    return x is None or (isinstance(x, Mapping) and all(isinstance(k, int) for k in x))
+    return x is None or isinstance(x, str) or (
+        isinstance(x, Mapping) and all(isinstance(k, int) for k in x))
 
 
 def positional_names(fun: Callable, n: int) -> list[str]:
@@ -91,6 +94,11 @@ def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[
                                 f"its pytree structure: {err}") from None
         groups = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, _Group))
         axes_list = [e for group in groups for e in group]
+        if isinstance(arg, (list, tuple)) and _is_axes(entry) and entry and \
+                all(np.ndim(x) == 0 for x in jax.tree_util.tree_leaves(arg)):
+            raise ArgumentError(f"argument '{arg_name}' is a Python {type(arg).__name__}, but "
+                                f"its dynamic_axes entry {entry!r} describes an array: pass "
+                                f"an array (jnp.asarray({arg_name}))")
         paths_leaves = jax.tree_util.tree_flatten_with_path(arg)[0]
         for (path, leaf), axes in zip(paths_leaves, axes_list):
             name = arg_name + jax.tree_util.keystr(path)
@@ -111,19 +119,76 @@ def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...]]:
                         f"mark it static with static_argnums/static_argnames")
 
 
+_FUNCTIONS = frozenset({"mod", "floordiv", "max", "min", "non_negative"})
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIM_EXPR = re.compile(r"^[A-Za-z0-9_+\-*(),\s]+$")
+
+
+def dim_variables(dim: str) -> list[str]:
+    """The dimension variables of a dim entry (`"8*k"` -> ["k"])."""
+    return [n for n in _IDENT.findall(dim) if n not in _FUNCTIONS]
+
+
 def _normalize_axes(axes: Any, shape: tuple[int, ...], name: str) -> AxisNames:
     if axes is None:
         return {}
+    if isinstance(axes, str):
+        axes = _shape_string_axes(axes, shape, name)
     out: AxisNames = {}
     for axis, dim_name in axes.items():
         a = axis + len(shape) if axis < 0 else axis
         if not 0 <= a < len(shape):
             raise ShapeError(f"dynamic_axes for argument '{name}' names axis {axis}, but the "
                              f"argument has rank {len(shape)}")
-        if not isinstance(dim_name, str) or not dim_name.isidentifier():
-            raise ArgumentError(f"dynamic_axes for argument '{name}' axis {axis}: dimension "
-                                f"names must be identifiers, got {dim_name!r}")
-        out[a] = dim_name
+        text = " ".join(dim_name.split()) if isinstance(dim_name, str) else None
+        if not text or not _DIM_EXPR.match(text) or not dim_variables(text) or \
+                text.isidentifier() and text in _FUNCTIONS:
+            raise ArgumentError(f"dynamic_axes for argument '{name}' axis {axis}: a dimension "
+                                f"is a name or a jax.export dimension expression over names "
+                                f"('batch', '8*k', 'b + 1'), got {dim_name!r}")
+        depth = 0
+        for ch in text:
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                raise ArgumentError(f"dynamic_axes for argument '{name}' axis {axis}: {text!r} "
+                                    f"names several dimensions; give the whole argument's "
+                                    f"shape as a string instead (dynamic_axes=('{text}',))")
+        out[a] = text
+    return out
+
+
+def _shape_string_axes(spec: str, shape: tuple[int, ...], name: str) -> dict[int, str]:
+    """`"b, s, 768"` / `"b, ..."` (jax.export's polymorphic-shape syntax) -> {axis: dim}; an
+    integer must equal the argument's size there, `_` and the axes `...` covers stay static."""
+    items, depth, cur = [], 0, ""
+    for ch in spec.strip().removeprefix("(").removesuffix(")"):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip() or items:
+        items.append(cur.strip())
+    if "..." in items[:-1]:
+        raise ArgumentError(f"dynamic_axes for argument '{name}': '...' may only end a shape "
+                            f"string, got {spec!r}")
+    ellipsis = bool(items) and items[-1] == "..."
+    dims = items[:-1] if ellipsis else items
+    if len(dims) > len(shape) or not ellipsis and len(dims) != len(shape):
+        raise ShapeError(f"dynamic_axes for argument '{name}': the shape {spec!r} has "
+                         f"{len(dims)} dimension(s){' and more' if ellipsis else ''}, but the "
+                         f"argument has shape {shape}")
+    out = {}
+    for axis, d in enumerate(dims):
+        if d == "_":
+            continue
+        if d.isdigit():
+            if int(d) != shape[axis]:
+                raise ShapeError(f"argument '{name}' axis {axis} is {shape[axis]}, but its "
+                                 f"shape {spec!r} says {d}")
+            continue
+        out[axis] = d
     return out
 
 
@@ -154,14 +219,16 @@ def jax_constraint(text: str) -> str:
 def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
                    ) -> list[jax.ShapeDtypeStruct]:
     """jax.ShapeDtypeStructs with one shared symbolic scope for all dimension names."""
-    names = list(dict.fromkeys(n for leaf in leaves for n in leaf.axes.values()))
+    dims = list(dict.fromkeys(d for leaf in leaves for d in leaf.axes.values()))
+    names = list(dict.fromkeys(v for d in dims for v in dim_variables(d)))
     if not names:
         return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
     for name in names:   # one at a time first, so that a refusal names its argument and axis
         try:
             jax_export.symbolic_shape(name)
         except Exception as err:
-            leaf, axis = next((l, a) for l in leaves for a, n in l.axes.items() if n == name)
+            leaf, axis = next((l, a) for l in leaves for a, d in l.axes.items()
+                              if name in dim_variables(d))
             raise ArgumentError(
                 f"dynamic_axes for argument '{leaf.name}' axis {axis}: jax.export does not "
                 f"accept {name!r} as a dimension name ({type(err).__name__}: "
@@ -174,7 +241,18 @@ def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
     except Exception as err:
         raise ArgumentError(f"invalid dimension names or constraints {list(constraints)}: "
                             f"{err}") from None
-    by_name = dict(zip(names, syms))
-    return [jax.ShapeDtypeStruct(tuple(by_name[l.axes[i]] if i in l.axes else d
+    by_dim: dict[str, Any] = dict(zip(names, syms))
+    scope = syms[0].scope
+    for d in dims:
+        if d not in by_dim:
+            try:
+                by_dim[d], = jax_export.symbolic_shape(d, scope=scope)
+            except Exception as err:
+                leaf, axis = next((l, a) for l in leaves for a, e in l.axes.items() if e == d)
+                raise ArgumentError(
+                    f"dynamic_axes for argument '{leaf.name}' axis {axis}: jax.export cannot "
+                    f"read the dimension expression {d!r} ({type(err).__name__}: "
+                    f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    return [jax.ShapeDtypeStruct(tuple(by_dim[l.axes[i]] if i in l.axes else d
                                        for i, d in enumerate(l.shape)), l.dtype)
             for l in leaves]

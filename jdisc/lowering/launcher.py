@@ -169,6 +169,7 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
     with w.block("int jd_prepare(const int64_t *restrict in_dims, int64_t *restrict dims, "
                  "int64_t *restrict out_dims, char *err, int64_t errlen)"):
         bound: dict[str, tuple[str, int]] = {}
+        expressions: list[tuple[int, str, Dim]] = []    # input dims like 8*k, b + 1
         pos = 0
         for spec in prog.inputs:
             for axis, d in enumerate(spec.shape):
@@ -194,9 +195,9 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                               f"{c_string(msg[1])} \"%lld\" {c_string(msg[2])}, "
                               f"(long long)in_dims[{pos}], (long long){dim(d)});")
                 else:
-                    raise UnsupportedOpError(f"{where} has the non-trivial symbolic size {d}; "
-                                             f"inputs must have plain dimension variables")
+                    expressions.append((pos, where, d))
                 pos += 1
+        _solve_input_expressions(w, expressions, bound, dim)
         emit_host_values(w, prog.derived, dim)
         for cond, message in guards:   # before any int64 size arithmetic can wrap
             with w.block(f"if ({cond})"):
@@ -210,6 +211,47 @@ def emit_prepare(w: CWriter, prog: Program, dim: Callable[[Dim], str],
                 w(f"out_dims[{pos}] = {dim(d)};")
                 pos += 1
         w("return 0;")
+
+
+def _solve_input_expressions(w: CWriter, pending: list[tuple[int, str, Dim]],
+                             bound: dict, dim: Callable[[Dim], str]) -> None:
+    """Input dims given as expressions (`dynamic_axes={0: "8*k"}`, `{0: "b", 1: "2*b"}`): one
+    whose variables are all bound is checked against its size; one linear in a single unbound
+    variable v (`c*v + rest`, c > 0) binds v = (size - rest) / c, after checking that the
+    division is exact and v >= 0. Repeated until every expression is used."""
+    while pending:
+        left = []
+        for pos, where, d in pending:
+            unbound = sorted(v for v in symbolic.variables(d) if v not in bound)
+            shown = c_string(f"{where} is ")
+            if not unbound:
+                with w.block(f"if (in_dims[{pos}] != ({dim(d)}))"):
+                    fmt, vals = _values_suffix([d], dim)
+                    w(f"return jd_error(err, errlen, {shown} \"%lld\" "
+                      f"{c_string(f'; expected {d}')} {fmt} \".\", (long long)in_dims[{pos}]"
+                      f"{''.join(', ' + v for v in vals)});")
+                continue
+            v = unbound[0]
+            rest = symbolic.substitute(d, {v: 0})
+            coeff = symbolic.as_int(symbolic.substitute(d - rest, {v: 1}))
+            if len(unbound) > 1 or not coeff or coeff < 0 or d - rest != coeff * symbolic.var(v):
+                left.append((pos, where, d))
+                continue
+            t = f"jd_solve{pos}"
+            w(f"const int64_t {t} = in_dims[{pos}] - ({dim(rest)});   /* {c_comment(where)}: "
+              f"'{c_comment(str(d))}' */")
+            with w.block(f"if ({t} < 0 || {t} % {coeff} != 0)"):
+                w(f"return jd_error(err, errlen, {shown} \"%lld\" "
+                  f"{c_string(f'; expected {d} for some {v} >= 0.')}, (long long)in_dims[{pos}]);")
+            w(f"const int64_t {dim(symbolic.var(v))} = {t} / {coeff};")
+            bound[v] = (where, None)
+        if len(left) == len(pending):
+            pos, where, d = left[0]
+            raise UnsupportedOpError(
+                f"{where} has the size {d}: jdisc binds an input's dimension variables from "
+                f"sizes that are a name or linear in one name not bound elsewhere (8*k, b + 1, "
+                f"2*b where b names another axis)")
+        pending = left
 
 
 def emit_checks(w: CWriter, checks: list[Check], dim: Callable[[Dim], str],

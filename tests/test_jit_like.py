@@ -1,0 +1,140 @@
+"""A jdisc function behaves like jax.jit where a JAX user expects it to: shapes written as
+jax.export writes them, a new dtype or rank compiles a program of its own (as jax.jit
+retraces), strict=True keeps one program, and misuse gets a short message naming the argument.
+Each result is compared with jax.jit at several sizes (0, 1, primes) and compiles are counted."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from jdisc.errors import ArgumentError, DtypeError, ShapeError
+
+
+def _arange(shape, dtype=np.float32):
+    return np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) % 7 - 3
+
+
+def _same_as_jax(f, jf, *args):
+    got, want = jf(*args), jax.jit(f)(*args)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+# -- dims written as jax.export expressions and shape strings -----------------------------
+
+@pytest.mark.parametrize("axes, f, sizes", [
+    # a multiple of 8: the reshape that a plain name cannot prove
+    (({0: "8*k"},), lambda x: x.reshape(-1, 8).sum(1), [0, 8, 56, 8 * 13]),
+    # one more than a name: x[1:] has size b
+    (({0: "b + 1"},), lambda x: x[1:] * 2 + x[:-1], [1, 2, 14]),
+])
+def test_dimension_expressions(axes, f, sizes):
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    for n in sizes:
+        _same_as_jax(f, jf, _arange((n,)))
+    assert jf.stats()["compiles"] == 1
+
+
+def test_expression_over_a_name_bound_by_another_axis():
+    f = lambda x, y: x + y[:, ::2]        # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=({0: "b", 1: "b"}, {0: "b", 1: "2*b"}))
+    for b in (0, 1, 3, 7):
+        _same_as_jax(f, jf, _arange((b, b)), _arange((b, 2 * b)))
+    assert jf.stats()["compiles"] == 1
+    with pytest.raises(ShapeError, match=r"argument 'y' axis 1 is 7; expected 2\*b \(b = 3\)"):
+        jf(_arange((3, 3)), _arange((3, 7)))
+
+
+@pytest.mark.parametrize("size, want", [(12, r"axis 0 is 12; expected 8\*k for some k >= 0")])
+def test_size_that_no_value_of_the_name_gives(size, want):
+    jf = jdisc.jit(lambda x: x.reshape(-1, 8).sum(1), dynamic_axes=({0: "8*k"},))
+    jf(_arange((16,)))
+    with pytest.raises(ShapeError, match=r"argument 'x' " + want):
+        jf(_arange((size,)))
+    jg = jdisc.jit(lambda x: x[1:], dynamic_axes=({0: "b + 1"},))
+    jg(_arange((3,)))
+    with pytest.raises(ShapeError, match=r"argument 'x' axis 0 is 0; expected b \+ 1 for some "
+                                         r"b >= 0"):
+        jg(_arange((0,)))
+
+
+def test_whole_argument_shape_strings():
+    f = lambda x, y: (x.sum(1), y.sum(0))      # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=("b, s, 4", "b, ..."))
+    for b, s in ((1, 1), (3, 5), (7, 2)):
+        _same_as_jax(f, jf, _arange((b, s, 4)), _arange((b, 2, 3)))
+    assert jf.stats()["compiles"] == 1
+    with pytest.raises(ShapeError, match=r"argument 'y' axis 1 is 5; expected 2"):
+        jf(_arange((3, 5, 4)), _arange((3, 5, 3)))     # ... keeps the example's sizes static
+
+
+@pytest.mark.parametrize("axes, error, match", [
+    (("b, s, 4",), ShapeError, r"argument 'x' axis 2 is 5, but its shape 'b, s, 4' says 4"),
+    (("b, s",), ShapeError, r"shape 'b, s' has 2 dimension\(s\), but the argument has shape"),
+    (("b, ..., 3",), ArgumentError, r"'\.\.\.' may only end a shape string"),
+    (({0: "b, s"},), ArgumentError, r"names several dimensions; give the whole argument's"),
+    (({0: "8 k"},), ArgumentError, r"axis 0: jax.export cannot read the dimension expression"),
+    (({0: "mod"},), ArgumentError, r"a dimension is a name or a jax.export dimension expr"),
+    (({0: 3},), ArgumentError, r"a dimension is a name or"),
+])
+def test_bad_shape_specs_name_the_argument(axes, error, match):
+    with pytest.raises(error, match=match):
+        jdisc.jit(lambda x: x * 2, dynamic_axes=axes)(_arange((2, 3, 5)))
+
+
+def test_violated_constraint_names_the_argument_and_axis():
+    jf = jdisc.jit(lambda x, y: x * 2 + y, dynamic_axes=({0: "b"}, {0: "b"}),
+                   constraints=("b >= 4",))
+    jf(_arange((5,)), _arange((5,)))
+    with pytest.raises(ShapeError, match=r"constraint b >= 4.*\('b' is argument 'x' axis 0, "
+                                         r"of size 2\)"):
+        jf(_arange((2,)), _arange((2,)))
+
+
+# -- signatures: a new dtype or rank is a new program, as jax.jit retraces -----------------
+
+def test_new_dtype_or_rank_compiles_a_program_of_its_own():
+    f = lambda x: x * 2 + 1      # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=({0: "b"},))
+    for x in (_arange((3,)), _arange((1,)), _arange((4,), np.int32), _arange((0,), np.int32),
+              _arange((2, 5)), _arange((7, 5)), 3.0, _arange((4,))):
+        _same_as_jax(f, jf, x) if np.ndim(x) else _same_as_jax(f, jdisc.jit(f), x)
+    st = jf.stats()
+    assert st["compiles"] == 3 and st["calls"] == 7, st    # f32 rank 1, i32 rank 1, f32 rank 2
+
+
+def test_new_pytree_structure_compiles_a_program_of_its_own():
+    f = lambda p: jax.tree_util.tree_reduce(jnp.add, jax.tree_util.tree_map(jnp.sum, p))  # noqa
+    jf = jdisc.jit(f, dynamic_axes=({0: "b"},))
+    _same_as_jax(f, jf, {"a": _arange((3,))})
+    _same_as_jax(f, jf, {"a": _arange((4,)), "c": _arange((4,))})
+    _same_as_jax(f, jf, {"a": _arange((7,))})
+    assert jf.stats()["compiles"] == 2
+
+
+def test_strict_keeps_one_program():
+    jf = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "b"},), strict=True)
+    jf(_arange((3,)))
+    with pytest.raises(DtypeError, match=r"argument 'x' has dtype int32 but the function was "
+                                         r"compiled for float32"):
+        jf(_arange((3,), np.int32))
+    with pytest.raises(ShapeError, match=r"argument 'x' has rank 2"):
+        jf(_arange((3, 2)))
+    with pytest.raises(ArgumentError, match=r"argument 'x' is a list \(wrap it with "
+                                            r"jnp.asarray\), but the function was compiled "
+                                            r"with an array there$"):
+        jf([1.0, 2.0])
+    assert jf.stats()["compiles"] == 1
+
+
+def test_a_python_list_for_an_array_gets_a_short_message():
+    jf = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "b"},))
+    with pytest.raises(ArgumentError) as info:
+        jf([1.0, 2.0, 3.0])
+    msg = str(info.value)
+    assert msg == ("argument 'x' is a Python list, but its dynamic_axes entry {0: 'b'} "
+                   "describes an array: pass an array (jnp.asarray(x))")
+    assert "PyTreeDef" not in msg
