@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from jdisc import interop
+from jdisc.aot import Explanation, Lowered
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import dtype_name
@@ -399,9 +400,14 @@ class JdiscFunction:
         return self._build(fun, leaves, in_tree, t0)
 
     def _build(self, fun: Callable, leaves, in_tree, t0: float) -> Compiled:
+        return self._finish(self._export(fun, leaves, in_tree), in_tree, fun, t0)
+
+    def _export(self, fun: Callable, leaves, in_tree) -> ExportedFunction:
         with compile_stage(f"the export of '{self.__name__}'"):
-            exported = export_function(fun, leaves, in_tree, self.constraints,
-                                       name=self.__name__)
+            return export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
+
+    def _finish(self, exported: ExportedFunction, in_tree, fun: Callable, t0: float
+                ) -> Compiled:
         prog, cprog, executable = compile_exported(exported)
         self._stats["compiles"] += 1
         self._stats["cache_hits"] += int(executable.library.cache_hit)
@@ -501,14 +507,55 @@ class JdiscFunction:
         self._stats["calls"] += 1
         return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
 
+    def lower(self, *args, **kwargs) -> Lowered:
+        """AOT staging, as `jax.jit(f).lower`: args are arrays or jax.ShapeDtypeStructs (dims
+        concrete, or jax.export symbolic dims, which become dynamic axes); `.as_text()` is the
+        StableHLO, `.compile()` the program (its C, memory and cost analyses, and a call)."""
+        t0 = time.perf_counter()
+        dynamic, names, key, fun = self._split_args(args, kwargs)
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise ArgumentError(f"{self.__name__}: {err}") from None
+        leaves, in_tree = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
+        check_shared_names(leaves)
+        check_input_dtypes(leaves, self.__name__)
+        exported = self._export(fun, leaves, in_tree)
+        return Lowered(self.__name__, exported, lambda: self._finish(exported, in_tree, fun, t0),
+                       self._call_entry)
+
+    def _call_entry(self, entry: Compiled, args: tuple):
+        """An AOT Executable's call: the same checks and paths as a jit call."""
+        flat, treedef = jax.tree_util.tree_flatten(tuple(args))
+        if treedef != entry.in_tree:
+            raise ArgumentError(_structure_mismatch(self.__name__, entry, args,
+                                                    self._names(len(args))))
+        outs = (interop.traced_call(self, entry, flat) if interop.is_traced(flat)
+                else entry.call_flat(flat))
+        self._stats["calls"] += 1
+        return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
+
+    def __repr__(self) -> str:
+        st = self._stats
+        return (f"<jdisc.jit of {getattr(self.fun, '__qualname__', self.__name__)}: "
+                f"dynamic_axes={self.dynamic_axes!r}"
+                + (f", constraints={list(self.constraints)!r}" if self.constraints else "")
+                + (", strict=True" if self.strict else "")
+                + (f", fallback={self.fallback!r}" if self.fallback else "")
+                + f"; {len(self._compiled)} program(s), {st['compiles']} compile(s), "
+                f"{st['calls']} call(s)>")
+
     def explain(self, *args, **kwargs) -> str:
         """What jdisc made of the function for arguments like these: each kernel (name, kind,
-        fused StableHLO ops with source lines), the run-time checks, and the memory plan."""
+        fused StableHLO ops with source lines), the run-time checks, and the memory plan. The
+        text is returned (a str that a REPL prints as text)."""
         from jdisc.explain import explain_program
         entry = self.compiled_for(*args, **kwargs)
         if isinstance(entry, _XlaFallback):
-            return f"{self.__name__} runs with jax.jit (fallback='xla'): {entry.reason}\n"
-        return explain_program(entry.program)
+            return Explanation(f"{self.__name__} runs with jax.jit (fallback='xla'): "
+                               f"{entry.reason}\n")
+        return Explanation(explain_program(entry.program))
 
     def profile(self, *args, **kwargs) -> dict[str, float]:
         """Seconds spent in each kernel so far, when compiled with JDISC_PROFILE=1."""

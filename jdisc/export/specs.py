@@ -102,19 +102,35 @@ def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[
         paths_leaves = jax.tree_util.tree_flatten_with_path(arg)[0]
         for (path, leaf), axes in zip(paths_leaves, axes_list):
             name = arg_name + jax.tree_util.keystr(path)
-            arr_dtype, shape = _leaf_type(leaf, name)
-            leaves.append(LeafSpec(name, arr_dtype, shape, _normalize_axes(axes, shape, name)))
+            arr_dtype, shape, symbolic_axes = _leaf_type(leaf, name)
+            named = _normalize_axes(axes, shape, name)
+            for axis, dim in symbolic_axes.items():
+                if named.get(axis, dim) != dim:
+                    raise ArgumentError(f"argument '{name}' axis {axis} has the symbolic size "
+                                        f"{dim} but dynamic_axes names it {named[axis]!r}")
+                named[axis] = dim
+            leaves.append(LeafSpec(name, arr_dtype, shape, named))
     treedef = jax.tree_util.tree_structure(tuple(args))
     return leaves, treedef
 
 
-def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...], AxisNames]:
+    """(dtype, shape, symbolic axes): a jax.ShapeDtypeStruct's jax.export symbolic dims (AOT
+    lowering) become dynamic axes named by their expressions; their size in `shape` is a
+    placeholder (1) that no static check reads."""
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
         dt = jax.dtypes.canonicalize_dtype(leaf.dtype)
-        return np.dtype(dt), tuple(int(d) for d in leaf.shape)
+        shape, sym = [], {}
+        for axis, d in enumerate(leaf.shape):
+            if isinstance(d, (int, np.integer)):
+                shape.append(int(d))
+            else:
+                shape.append(1)
+                sym[axis] = " ".join(str(d).split())
+        return np.dtype(dt), tuple(shape), sym
     if isinstance(leaf, (bool, int, float, np.generic)):
         arr = np.asarray(leaf)
-        return np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype)), ()
+        return np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype)), (), {}
     raise ArgumentError(f"argument '{name}' is a {type(leaf).__name__}, not an array; "
                         f"mark it static with static_argnums/static_argnames")
 
