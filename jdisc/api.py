@@ -233,7 +233,7 @@ def build(prog) -> tuple:
     """IR after every pass -> C -> loaded library: (CProgram, runtime.Executable)."""
     with compile_stage(f"the C generation for '{prog.name}'"):
         cprog = generate(prog)
-    dump("kernels.c", cprog.source, prog.name)
+    dump("kernels.c", cprog.source, prog.dump_name or prog.name)
     with compile_stage(f"the C compiler driver for '{prog.name}'"):
         executable = runtime.load(cprog)
     return cprog, executable

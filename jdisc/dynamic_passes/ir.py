@@ -166,6 +166,9 @@ class Program:
     constraints: object = None                          # set by constraints.analyze_constraints
     # dimension variables the launcher computes from others: (name, shape_prop.HostValue)
     derived: list = dataclasses.field(default_factory=list)
+    # the JDISC_DUMP_DIR folder of this program: its name and a hash of its StableHLO, so that
+    # two functions with one name (two lambdas) never share a folder
+    dump_name: str = ""
 
     @property
     def dim_vars(self) -> list[str]:

@@ -12,6 +12,7 @@ original (`errors.compile_stage`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from types import SimpleNamespace
 from typing import Callable, Sequence
@@ -105,7 +106,7 @@ def check_plan_enabled() -> bool:
 
 def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
                dump_as: str | None = None) -> Program:
-    where = dump_as or prog.name
+    where = dump_as or prog.dump_name or prog.name
     for i, p in enumerate(passes):
         stage = f"the pass '{p.__name__}' of '{where}'"
         with compile_stage(stage):
@@ -130,13 +131,17 @@ def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw
     with compile_stage("creating the MLIR context"):
         ctx = mlir_import.make_context()
     mod = mlir_import.parse_module(module, ctx)
+    folder = name
     if dump_dir() is not None:
-        dump("00_stablehlo.mlir", str(mod), name)
+        text = str(mod)
+        folder = f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+        dump("00_stablehlo.mlir", text, folder)
     mlir_import.run_mlir_pipeline(mod)
     if dump_dir() is not None:
-        dump("00_stablehlo_clean.mlir", str(mod), name)
+        dump("00_stablehlo_clean.mlir", str(mod), folder)
     with compile_stage("the MLIR import"), ctx:
         prog = mlir_import.import_module(mod, name, **import_kw)
+    prog.dump_name = folder
     if dump_dir() is not None:
-        dump("00_imported.txt", format_program(prog), name)
+        dump("00_imported.txt", format_program(prog), folder)
     return run_passes(prog)

@@ -136,8 +136,8 @@ def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...], AxisNam
 
 
 _FUNCTIONS = frozenset({"mod", "floordiv", "max", "min", "non_negative"})
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DIM_EXPR = re.compile(r"^[A-Za-z0-9_+\-*(),\s]+$")
+_IDENT = re.compile(r"[^\W\d]\w*")          # Python identifiers, Unicode ones too
+_DIM_EXPR = re.compile(r"^[\w+\-*(),\s]+$")
 
 
 def dim_variables(dim: str) -> list[str]:
@@ -232,11 +232,35 @@ def jax_constraint(text: str) -> str:
     return _MOD.sub(r"mod(\1, \2)", text)
 
 
+def _check_solvable(leaves: Sequence[LeafSpec], dims: list[str]) -> None:
+    """Each dimension variable must be readable from the input sizes: named alone by an axis,
+    or the one unknown of an expression (`8*k`, `b + 1`) once the others are known. The
+    launcher solves them in that order; an expression left with several unknowns is refused
+    here, naming its argument and axis."""
+    known = {d for d in dims if d.isidentifier()}
+    left = [d for d in dims if d not in known]
+    while left:
+        rest = [d for d in left if len(set(dim_variables(d)) - known) > 1]
+        for d in left:
+            if d not in rest:
+                known.update(dim_variables(d))
+        if len(rest) == len(left):
+            d = rest[0]
+            leaf, axis = next((l, a) for l in leaves for a, e in l.axes.items() if e == d)
+            unknown = sorted(set(dim_variables(d)) - known)
+            raise ArgumentError(
+                f"dynamic_axes for argument '{leaf.name}' axis {axis}: the size {d!r} has "
+                f"the unknown dimension variables {unknown}, which no other axis names alone; "
+                f"a size can be solved for one unknown (a name, '8*k', 'b + 1')")
+        left = rest
+
+
 def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
                    ) -> list[jax.ShapeDtypeStruct]:
     """jax.ShapeDtypeStructs with one shared symbolic scope for all dimension names."""
     dims = list(dict.fromkeys(d for leaf in leaves for d in leaf.axes.values()))
     names = list(dict.fromkeys(v for d in dims for v in dim_variables(d)))
+    _check_solvable(leaves, dims)
     if not names:
         return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
     for name in names:   # one at a time first, so that a refusal names its argument and axis
