@@ -70,6 +70,7 @@ def cmd_run(opts: argparse.Namespace) -> None:
     pkg = load(opts.package)
     if not pkg.library_origin == "package":
         print(f"note: {pkg.library_origin}", file=sys.stderr)
+    _warn_casts(pkg, inputs)
     outs = pkg.run_named(inputs)
     os.makedirs(opts.output, exist_ok=True)
     used: set[str] = set()
@@ -83,6 +84,26 @@ def cmd_run(opts: argparse.Namespace) -> None:
         path = os.path.join(opts.output, stem + ".npy")
         np.save(path, arr)
         print(f"{name}: {arr.dtype}{list(arr.shape)} -> {path}")
+
+
+def _warn_casts(pkg, inputs: dict) -> None:
+    """A warning (stderr) for each input whose .npy dtype is not the package's: it is cast, as
+    jax would cast it, and the user should know before reading the outputs."""
+    import numpy as np
+    from jdisc.dynamic_passes.ir import numpy_dtype
+    wanted = {i["name"]: i["dtype"] for i in pkg.manifest["inputs"] if not i["baked"]}
+    for key, arr in inputs.items():
+        name = pkg.input_names[key] if isinstance(key, int) and \
+            0 <= key < len(pkg.input_names) else key
+        if name not in wanted:
+            continue                   # run_named names the unknown input
+        try:
+            want = np.dtype(numpy_dtype(wanted[name]))
+        except (KeyError, TypeError):
+            continue
+        if arr.dtype != want:
+            print(f"warning: input '{name}' is {arr.dtype} but the package takes {want}: "
+                  f"casting it to {want}", file=sys.stderr)
 
 
 def cmd_inspect(opts: argparse.Namespace) -> None:
@@ -236,6 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     from jdisc.errors import JdiscError
     try:
         opts.func(opts)
+        sys.stdout.flush()      # here, so that a closed pipe is seen here, not at exit
+    except BrokenPipeError:     # `jdisc inspect pkg | head`: the reader has what it wanted
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())    # so that the exit flush cannot fail again
+        except (OSError, ValueError):
+            pass
+        return 0
     except (CommandError, JdiscError, OSError) as err:
         if opts.verbose:
             traceback.print_exc()

@@ -69,6 +69,7 @@ def write(path: str | os.PathLike, manifest: dict, members: dict[str, bytes]) ->
                     zf.writestr(info, data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())     # mkstemp made it 0600: give the usual mode
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -195,3 +196,10 @@ def _example(spec: list) -> Any:
     if kind == "dict":
         return {k: _example(c) for k, c in zip(spec[1], spec[2])}
     raise PackageError(f"unknown pytree node {kind!r} in the manifest")
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -2,6 +2,10 @@
 happy path, and a one-line reason with exit status 1 for each kind of bad input."""
 
 import hashlib
+import os
+import stat
+import subprocess
+import sys
 import time
 import zipfile
 
@@ -10,7 +14,7 @@ import pytest
 
 import jdisc
 from jdisc.package import from_stablehlo
-from subprocess_support import error_line, run_jdisc, start_jdisc
+from subprocess_support import env_with, error_line, run_jdisc, start_jdisc
 from test_compiler_cache import cache, counting_cc  # noqa: F401  (fixtures)
 
 ADD_TANH = """
@@ -103,6 +107,36 @@ def test_compile_run_inspect(files, tmp_path):
     assert "add, tanh" in dot
     proc = run_jdisc("inspect", d / "add.mlir")
     assert proc.returncode == 0 and "jd_k0_add_tanh" in proc.stdout
+
+
+def test_package_mode_follows_the_umask_and_run_warns_before_casting(files, tmp_path):
+    d, a, b = files
+    for umask, mode in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664)):
+        out = tmp_path / f"m{umask:o}.jdisc"
+        proc = subprocess.run(["sh", "-c", f"umask {umask:03o} && exec \"$0\" -m jdisc compile "
+                               f"\"$1\" -o \"$2\"", sys.executable, d / "add.mlir", out],
+                              env=env_with(), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert stat.S_IMODE(os.stat(out).st_mode) == mode, (oct(umask), oct(os.stat(out).st_mode))
+    np.save(tmp_path / "a64.npy", a.astype(np.float64))
+    proc = run_jdisc("run", tmp_path / "m22.jdisc", "--input", f"0={tmp_path / 'a64.npy'}",
+                     "--input", f"1={d / 'b.npy'}", "--output", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == ("warning: input 'args[0]' is float64 but the package takes "
+                                   "float32: casting it to float32")
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "result_0.npy"), np.tanh(a + b),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly(files, tmp_path):
+    """`jdisc inspect m | head`: head exits before jdisc writes; the reader closed the pipe
+    first here (every write fails with EPIPE), and jdisc exits 0 without a traceback."""
+    d, _, _ = files
+    proc = subprocess.Popen([sys.executable, "-m", "jdisc", "inspect", str(d / "add.mlir")],
+                            env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                   # before jdisc has compiled anything to print
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0 and err == "", err
 
 
 def test_compile_bytecode(files, tmp_path):

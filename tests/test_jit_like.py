@@ -194,3 +194,36 @@ def test_repr_and_explain_at_a_repl():
     text = jf.explain(_arange((3, 8)), _arange((8, 4)))
     assert isinstance(text, str) and text.startswith("jdisc program '_mlp'")
     assert repr(text) == text         # a REPL shows the text, not a quoted one-line string
+
+
+# -- small things people hit ---------------------------------------------------------------
+
+def test_every_environment_variable_jdisc_reads_is_documented():
+    import pathlib
+    import re
+    root = pathlib.Path(jdisc.__file__).parent
+    read = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        read |= set(re.findall(r"environ(?:\.get)?\(?\[?\"([A-Z][A-Z0-9_]+)\"", text))
+        read |= {v for group in re.findall(r"for var in \(([^)]*)\)", text)
+                 for v in re.findall(r"\"([A-Z][A-Z0-9_]+)\"", group)}
+    assert {"JDISC_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"} <= read
+    readme = (root.parent / "README.md").read_text()
+    table = readme[readme.index("### Configuration"):]
+    table = table[:table.index("\n\n", table.index("| variable"))]
+    missing = sorted(v for v in read if f"`{v}" not in table)
+    assert not missing, f"read by jdisc but not in the README's configuration table: {missing}"
+
+
+def test_dump_dir_gives_each_program_its_own_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("JDISC_DUMP_DIR", str(tmp_path))
+    f, g = (lambda x: x + 1), (lambda x: x * 3)
+    for fn in (f, g):
+        jdisc.jit(fn, dynamic_axes=({0: "n"},))(_arange((4,)))
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    assert len(folders) == 2 and all(n.startswith("<lambda>-") for n in folders), folders
+    texts = [(tmp_path / n / "00_stablehlo.mlir").read_text() for n in folders]
+    assert any("stablehlo.add" in t for t in texts) and any("stablehlo.multiply" in t
+                                                           for t in texts)
+    assert all((tmp_path / n / "kernels.c").exists() for n in folders)
