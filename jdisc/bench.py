@@ -248,6 +248,7 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
         if base_fn:
             base_fn()                           # warm-up: first touch of its buffers
         tj, tx, tb = [], [], []
+        LOAD_SAMPLES.append(runnable_others())
         for _ in range(repeats):                # jdisc, XLA, baseline, in turn
             tj.append(timed(jf, a)[0])
             tx.append(timed(xc, a)[0])
@@ -279,6 +280,39 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
             "jdisc_compiles": compiles, "kernels": sum(kinds.values()), "kernel_kinds": kinds,
             "rows": rows, "geomean_ratio": geomean(r["ratio"] for r in rows),
             "stream": run_stream(wl, args, order)}
+
+
+LOAD_SAMPLES: list[int] = []     # other runnable tasks, sampled before each shape's timing
+
+
+def runnable_others() -> int:
+    """Runnable tasks on the machine besides this process's running thread (the kernel's
+    count in /proc/loadavg), or 0 where that is unknown."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, running - 1)
+
+
+def verdict(results: dict, busy: int, samples: list[int]) -> list[str]:
+    """The closing lines: how many shapes jdisc was faster on, the compile counts, and a
+    warning when other processes were running while it measured."""
+    rows = [r for res in results.values() for r in res["rows"]]
+    faster = sum(r["ratio"] < 1 for r in rows)
+    compiles = sum(res["jdisc_compiles"] for res in results.values())
+    streams = sum(res["stream"]["ratio"] < 1 for res in results.values())
+    lines = [f"verdict: jdisc faster than XLA on {faster} of {len(rows)} shapes in steady state "
+             f"(slower on {len(rows) - faster}); {compiles} jdisc compile(s) for "
+             f"{len(results)} workload(s) against {len(rows)} XLA compiles; the cold stream "
+             f"faster on {streams} of {len(results)} workload(s)"]
+    others = statistics.median(samples) - busy if samples else 0
+    if others >= 1:
+        lines.append(f"warning: the machine was busy while this measured (a median of "
+                     f"{others:g} other runnable process(es){' besides the --busy ones' if busy else ''}"
+                     f"): the ratios include that load; rerun on a quiet machine to compare")
+    return lines
 
 
 def geomean(xs) -> float:
@@ -398,6 +432,7 @@ def run(opts: argparse.Namespace) -> None:
     warmup = warm_up()
     blas = load_blas() if any(n in GEMM_WORKLOADS for n in names) else None
     results = {}
+    LOAD_SAMPLES.clear()
     if busy:
         log(f"{busy} busy-loop process(es) run while timing")
     with busy_neighbours(busy):
@@ -418,11 +453,15 @@ def run(opts: argparse.Namespace) -> None:
           "calls, GFLOP/s = workload flops / time; jdisc/sgemm = time ratio")
     for name, res in results.items():
         print_table(name, res)
+    print()
+    for line in verdict(results, busy, LOAD_SAMPLES):
+        print(line)
     wall = time.perf_counter() - t_start
     log(f"done in {wall:.1f} s")
     if opts.json:
         with open(opts.json, "w") as f:
-            json.dump({"machine": machine, "busy": busy, "seed": opts.seed, "shapes": shapes,
+            json.dump({"machine": machine, "busy": busy, "load_samples": LOAD_SAMPLES,
+                       "seed": opts.seed, "shapes": shapes,
                        "repeats": repeats, "quick": opts.quick, "wall_s": wall, "warmup": warmup,
                        "workloads": results}, f, indent=2)
     if opts.plot:

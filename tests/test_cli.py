@@ -264,6 +264,23 @@ def test_bench_tiny(tmp_path):
     assert "[W2 1/1] B=" in proc.stderr and "done in" in proc.stderr  # progress
     assert (tmp_path / "lat.png").read_bytes().startswith(b"\x89PNG")
     assert '"W2"' in (tmp_path / "r.json").read_text()
+    last = [ln for ln in proc.stdout.splitlines() if ln.startswith(("verdict:", "warning:"))]
+    assert last and last[0].startswith("verdict: jdisc ") and \
+        " of 1 shapes in steady state" in last[0] and "1 jdisc compile(s)" in last[0], last
+
+
+def test_bench_verdict_and_busy_warning():
+    from jdisc.bench import verdict
+    res = {"W1": {"rows": [{"ratio": 0.8}, {"ratio": 1.2}, {"ratio": 0.9}], "jdisc_compiles": 1,
+                  "stream": {"ratio": 0.5}}}
+    quiet = verdict(res, 0, [0, 0, 1])
+    assert quiet == ["verdict: jdisc faster than XLA on 2 of 3 shapes in steady state (slower "
+                     "on 1); 1 jdisc compile(s) for 1 workload(s) against 3 XLA compiles; the "
+                     "cold stream faster on 1 of 1 workload(s)"]
+    busy = verdict(res, 2, [4, 5, 4])          # two --busy loops and two others
+    assert len(busy) == 2 and busy[1].startswith("warning: the machine was busy while this "
+                                                 "measured (a median of 2 other runnable")
+    assert len(verdict(res, 2, [2, 3, 2])) == 1     # only the --busy loops: no warning
 
 
 def test_bench_plot_without_matplotlib(tmp_path):
