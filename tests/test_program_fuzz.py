@@ -2,7 +2,7 @@
 dims a, b, run by jdisc and by jax.jit at four sizes each (0, 1, 13 and primes), one jdisc compile
 per batch of 8 programs; a failing program is shrunk to a few-line standalone repro.
 
-Seeded tier: 28 batches, 224 programs (`test_random_programs[k]`, batch seed SEED0 + k;
+Seeded tier: 28 batches, 224 programs (`test_random_programs`, batch seeds SEED0 + k;
 JDISC_PROGRAM_FUZZ_BATCHES changes the count; in the default run: about 250 s of CPU, 125 s on
 two idle cores, most of it the C compiler and XLA), checked by two worker
 processes (a crash in generated code fails its batch, not the session), then the failures shrunk
@@ -163,8 +163,7 @@ def _cpu_s() -> float:
     return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
-@pytest.fixture(scope="module")
-def tier():
+def _tier():
     t0, cpu0 = time.monotonic(), _cpu_s()
     results = pf.run_batches(list(range(SEED0, SEED0 + N_BATCHES)), PER_BATCH, workers=2,
                              shrink_budget_s=SHRINK_S)
@@ -187,13 +186,19 @@ def _failures(findings):
     return [fd for fd in findings if fd.failure.kind != "size0"]
 
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`) every batch runs on one xdist worker, so the
-# module fixture (which spreads the batches over its own two processes) runs once, not per worker.
-@pytest.mark.xdist_group("program_fuzz_tier")
-@pytest.mark.parametrize("k", range(N_BATCHES))
-def test_random_programs(tier, k):
-    failures = _failures(tier[SEED0 + k])
-    assert not failures, "\n\n".join(fd.report() for fd in failures)
+def test_random_programs():
+    """Every batch of the seeded tier, in one test: under pytest-xdist it is one item, so one
+    xdist worker runs the tier (on its own two processes) while the other runs the rest of the
+    suite, and no batch is run twice. A failure names its batch seed and carries its repro."""
+    results = _tier()
+    failing = {}
+    for k in range(N_BATCHES):
+        found = _failures(results[SEED0 + k])
+        if found:
+            failing[SEED0 + k] = found
+    assert not failing, "\n\n".join(
+        f"batch seed {seed} (python tests/program_fuzz.py --seed {seed} --n {PER_BATCH}):\n"
+        + "\n\n".join(fd.report() for fd in fds) for seed, fds in failing.items())
 
 
 # -- the slow tier: as many programs as asked, new seeds every run -----------------------------
