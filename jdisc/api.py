@@ -56,6 +56,7 @@ class Compiled:
         if self._dropped_named:
             self._check_dropped([self._as_array(x, spec)
                                  for x, spec in zip(flat_args, self.leaves)])
+        device = _committed_device(flat_args, self.leaves)
         shapes, pointers, alive = [], [], []
         for i in self.kept:
             x, spec = flat_args[i], self.leaves[i]
@@ -73,7 +74,7 @@ class Compiled:
         except ShapeError as err:
             raise self._name_constraint_axes(err, flat_args) from None
         del alive
-        return [runtime.to_jax(o) for o in outs]
+        return [runtime.to_jax(o, device) for o in outs]
 
     def _name_constraint_axes(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
         """jax.export's message for a violated constraint (`b >= 4`) names the constraint;
@@ -142,6 +143,35 @@ try:
     from jax._src.array import ArrayImpl as _ArrayImpl   # jax is pinned to one minor version
 except ImportError:     # pragma: no cover - then every input takes the general path
     _ArrayImpl = None
+
+
+def _committed_device(flat_args: Sequence[Any], leaves) -> Any:
+    """The device the results go to, as jax.jit places them: the one device of the committed
+    jax.Array inputs (None: all uncommitted, results on the default device). Committed inputs
+    on different devices, and arrays sharded over several, are errors: jdisc runs on one
+    device and never gathers a sharded array behind the user's back."""
+    device = first = None
+    for x, spec in zip(flat_args, leaves):
+        if type(x) is not _ArrayImpl or not getattr(x, "_committed", False):
+            continue        # uncommitted: one array on the default device (jax never shards it)
+        devices = x.sharding._device_assignment
+        if len(devices) > 1:
+            raise ArgumentError(_sharded_message(spec.name, x))
+        if device is None:
+            device, first = devices[0], spec.name
+        elif devices[0] != device:
+            raise ArgumentError(
+                f"argument '{first}' is committed to {device} but argument '{spec.name}' to "
+                f"{devices[0]}: as with jax.jit, the committed inputs of one call must be on "
+                f"one device (move them with jax.device_put)")
+    return device
+
+
+def _sharded_message(name: str, x: Any) -> str:
+    return (f"argument '{name}' is sharded over {len(x.sharding.device_set)} devices "
+            f"({x.sharding}); an eager jdisc call runs on one device and does not gather it: "
+            f"call the jdisc function inside jax.shard_map (each shard is one call), or pass "
+            f"a single-device array (jax.device_put(x, jax.devices()[0]))")
 
 
 def _cpu_pointer(x: Any, spec) -> int | None:

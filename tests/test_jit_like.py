@@ -227,3 +227,40 @@ def test_dump_dir_gives_each_program_its_own_folder(tmp_path, monkeypatch):
     assert any("stablehlo.add" in t for t in texts) and any("stablehlo.multiply" in t
                                                            for t in texts)
     assert all((tmp_path / n / "kernels.c").exists() for n in folders)
+
+
+# -- devices (a subprocess: the two CPU devices must exist before jax starts) ---------------
+
+_DEVICES = r"""
+import jax, numpy as np, jdisc
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+d = jax.devices()
+assert len(d) == 2, d
+f = jdisc.jit(lambda x, y: x * 2 + y, dynamic_axes=({0: "n"}, {0: "n"}))
+a = np.arange(5, dtype=np.float32)
+x1 = jax.device_put(a, d[1])
+for args, want in (((x1, x1), d[1]), ((x1, a), d[1]), ((a, a), d[0])):
+    r = f(*args)
+    assert r.devices() == {want} and r._committed == (want == d[1]), (r.devices(), want)
+    np.testing.assert_array_equal(np.asarray(r), 3 * a)
+big = np.ones(1 << 20, np.float32)                    # the zero-copy size class too
+r = f(jax.device_put(big, d[1]), big)
+assert r.devices() == {d[1]} and float(r[-1]) == 3.0
+for bad, match in (((x1, jax.device_put(a, d[0])), "committed to cpu:1 but argument 'y' to cpu:0"),
+                   ((jax.device_put(np.ones(4, np.float32), NamedSharding(Mesh(np.array(d), ("a",)), P("a"))),) * 2,
+                    "argument 'x' is sharded over 2 devices")):
+    try:
+        f(*bad)
+    except jdisc.ArgumentError as err:
+        assert match in str(err), err
+    else:
+        raise AssertionError("no error for " + match)
+assert f.stats()["compiles"] == 1
+print("ok")
+"""
+
+
+def test_results_live_on_the_inputs_device_and_sharded_inputs_are_refused():
+    from subprocess_support import run_python
+    proc = run_python(_DEVICES, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -107,21 +107,22 @@ class _Scratch:
 _ZERO_COPY_MIN_BYTES = 1 << 20
 
 
-def to_jax(arr: np.ndarray):
-    """A jax.Array of a result buffer: large ones are handed over without a copy (DLPack);
-    small ones through the batched device put under `jax.device_put` (a fifth of its cost:
-    jax.device_put's Python layers took ~30 us of a ~40 us eager call). The buffer is ours and
-    fresh, so the array may alias it."""
+def to_jax(arr: np.ndarray, device=None):
+    """A jax.Array of a result buffer, uncommitted on the default device, or committed to
+    `device` (where jax.jit would put it: the committed inputs' device). Large ones on the
+    default device are handed over without a copy (DLPack); the rest go through the batched
+    device put under `jax.device_put` (a fifth of its cost: jax.device_put's Python layers took
+    ~30 us of a ~40 us eager call). The buffer is ours and fresh, so the array may alias it."""
     import jax
-    if arr.nbytes >= _ZERO_COPY_MIN_BYTES:
+    if device is None and arr.nbytes >= _ZERO_COPY_MIN_BYTES:
         try:
             return jax.dlpack.from_dlpack(arr)
         except Exception:   # e.g. an alignment XLA does not accept: copy instead
             pass
     put = _device_put()
     if put is not None:
-        return put(arr)
-    return jax.device_put(arr)   # (jnp.asarray would compile a conversion per shape)
+        return put(arr, device)
+    return jax.device_put(arr, device)   # (jnp.asarray would compile a conversion per shape)
 
 
 _DEVICE_PUT: list = []
@@ -141,8 +142,8 @@ def _device_put():
             shardings: dict = {}
             avals: dict = {}
 
-            def put(arr: np.ndarray):
-                device = pxla.get_default_device()
+            def put(arr: np.ndarray, committed_to=None):
+                device = committed_to or pxla.get_default_device()
                 sharding = shardings.get(device)
                 if sharding is None:
                     sharding = shardings[device] = SingleDeviceSharding(device)
@@ -152,7 +153,8 @@ def _device_put():
                     if len(avals) > 4096:
                         avals.clear()
                     aval = avals.setdefault(key, core.ShapedArray(arr.shape, arr.dtype))
-                return xla_client.batched_device_put(aval, sharding, [arr], [device], False)
+                return xla_client.batched_device_put(aval, sharding, [arr], [device],
+                                                     committed_to is not None)
             probe = np.arange(3, dtype=np.float32)
             if np.array_equal(np.asarray(put(probe)), probe):
                 _DEVICE_PUT[0] = put
