@@ -622,7 +622,8 @@ class JdiscFunction:
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), fallback: str | None = None,
-        bridge: bool = False, strict: bool = False):
+        bridge: bool = False, strict: bool = False,
+        donate_argnums: int | Sequence[int] = (), donate_argnames: str | Sequence[str] = ()):
     """Compile `fun` once for symbolic shapes; every later shape runs the same program.
 
     `dynamic_axes`: per positional argument, `None` or `{axis: name}` (or a pytree prefix of
@@ -642,13 +643,33 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     structure, compiles a program of its own (counted in `stats()["compiles"]`), as `jax.jit`
     retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming
     the argument, and the function only ever has one program per static arguments.
+    `donate_argnums` / `donate_argnames`: accepted as jax.jit accepts them (checked to name
+    parameters); this release reuses no donated buffer, so donated arrays are left alone and
+    stay valid, as jax leaves a donation it cannot use.
     """
+    donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else \
+        tuple(donate_argnums)
+    donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else \
+        tuple(donate_argnames)
+    if not all(isinstance(i, int) for i in donate_argnums) or \
+            not all(isinstance(n, str) for n in donate_argnames):
+        raise ArgumentError(f"donate_argnums must be ints and donate_argnames strings, got "
+                            f"{donate_argnums!r} and {donate_argnames!r}")
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
 
     def wrap(f: Callable) -> JdiscFunction:
+        if donate_argnames:
+            try:
+                params = set(inspect.signature(f).parameters)
+            except (TypeError, ValueError):
+                params = set(donate_argnames)
+            unknown = sorted(set(donate_argnames) - params)
+            if unknown:
+                raise ArgumentError(f"donate_argnames names {unknown}, which "
+                                    f"{getattr(f, '__name__', 'the function')} does not take")
         return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames,
                              fallback, bridge, strict)
 

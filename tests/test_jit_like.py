@@ -264,3 +264,17 @@ def test_results_live_on_the_inputs_device_and_sharded_inputs_are_refused():
     from subprocess_support import run_python
     proc = run_python(_DEVICES, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_donation_is_accepted_and_leaves_the_arrays_alone():
+    f = lambda x, y: x * 2 + y      # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"}), donate_argnums=0,
+                   donate_argnames=("y",))
+    x, y = jnp.asarray(_arange((5,))), jnp.asarray(_arange((5,)))
+    _same_as_jax(f, jf, x, y)
+    assert not x.is_deleted() and not y.is_deleted()      # not reused: still valid
+    np.testing.assert_array_equal(np.asarray(x), _arange((5,)))
+    with pytest.raises(ArgumentError, match=r"donate_argnames names \['z'\]"):
+        jdisc.jit(f, donate_argnames="z")
+    with pytest.raises(ArgumentError, match="donate_argnums must be ints"):
+        jdisc.jit(f, donate_argnums=("x",))
