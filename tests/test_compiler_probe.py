@@ -12,8 +12,10 @@ _RIGHT = '#include <stdio.h>\nint main(void) { printf("ok\\n"); return 0; }\n'
 def test_probe_verdicts_and_cache(tmp_path, monkeypatch):
     cc = compiler.compiler_command()
     monkeypatch.setattr(probe, "_verdicts", {})
-    monkeypatch.setattr(probe, "PROBES", [("bad", _WRONG, ["-fno-fix-me"]),
-                                          ("good", _RIGHT, ["-fnever"])])
+    # (name, program, the program as jdisc's kernels avoid the bug, global flags otherwise)
+    monkeypatch.setattr(probe, "PROBES", [("bad", _WRONG, _WRONG, ["-fno-fix-me"]),
+                                          ("avoided", _WRONG, _RIGHT, ["-fnot-needed"]),
+                                          ("good", _RIGHT, _WRONG, ["-fnever"])])
     flags = probe.workaround_flags(cc, ["-O2"], "id", "host", str(tmp_path))
     assert flags == ["-fno-fix-me"]
     (entry,) = os.listdir(tmp_path / "probes")
@@ -26,7 +28,32 @@ def test_probe_verdicts_and_cache(tmp_path, monkeypatch):
 
 
 def test_real_lane_loop_probe_passes_with_the_flags_jdisc_uses(tmp_path):
-    # whatever this machine's compiler is, the flags jdisc compiles with make the probe right
+    # whatever this machine's compiler is, the flags jdisc compiles with, and the attribute its
+    # at-risk kernels carry, make the probe right
     cc = compiler.compiler_command()
     cflags, _ = compiler._flag_parts(False)
     assert probe._run_probes(cc, cflags) == []
+    tmp = str(tmp_path)
+    flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
+    assert probe._probe_ok(cc, flags, tmp, "kept", probe._MASKED_LOAD_LANES_KEPT)
+
+
+def test_kernels_with_conditional_loads_keep_their_branches():
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    from jdisc.lowering.codegen import needs_branches
+
+    def kernels(f, *args):
+        return jdisc.jit(f, dynamic_axes=({0: "n"},) * len(args)).compiled_for(*args) \
+            .program.kernels
+    x = np.ones((4, 16), np.float32)
+    eye = np.eye(4, 16, dtype=bool)
+    # softmax-like math reads every operand: if-converted (vectorised)
+    assert not any(needs_branches(k) for k in kernels(
+        lambda x: jnp.exp(x - x.max(1, keepdims=True)) / jnp.tanh(x).sum(1, keepdims=True), x))
+    # a select's operands, a pad's source, an integer division: conditional loads
+    assert all(needs_branches(k) for k in kernels(lambda x, m: jnp.where(m, x, 0).sum(1), x, eye)
+               if k.kind != "alias")
+    assert any(needs_branches(k) for k in kernels(lambda x: jnp.pad(x, 1) * 2, x))
+    assert any(needs_branches(k) for k in kernels(lambda i: (i // 3).sum(1), x.astype(np.int32)))

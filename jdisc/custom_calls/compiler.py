@@ -41,6 +41,9 @@ _OUTPUT_TAIL_CHARS = 4000
 
 _BASE_CFLAGS = [
     "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native", "-fopenmp",
+    # floating-point operations may be evaluated speculatively (jdisc exposes no FP exception
+    # flags): lets GCC if-convert and vectorise branchy math such as tanh, exp and NaN-aware max
+    "-fno-trapping-math",
     "-Wall", "-Werror=return-type", "-Wno-unused-function", "-Wno-unused-variable",
     "-Wno-unused-but-set-variable",
 ]

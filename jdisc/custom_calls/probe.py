@@ -5,8 +5,11 @@ unrolled over several vectors' worth of lanes (jdisc's 16-lane reductions) and c
 conditional load (`if (m[i]) t = a[i]`, or a select whose load GCC sinks into the branch) into
 masked loads that all use the FIRST vector's mask. Lanes past the first vector then read zeros:
 `jnp.sum(jnp.where(eye, a, 0), 1)` lost the diagonal for rows 4..15. Masked loads are only made
-by GCC's loop if-conversion, so `-fno-tree-loop-if-convert` avoids the bug (at some cost in
-vectorisation of loops with branches).
+by GCC's loop if-conversion, so no if-conversion avoids the bug. Only kernels with conditional
+loads are at risk (lowering/codegen.py `needs_branches`): they carry
+`__attribute__((optimize("no-tree-loop-if-convert")))`, and the rest keep if-conversion, which
+vectorises their branchy math (tanh, exp, NaN-aware max). The probe checks that the attribute
+avoids the bug; where it does not, `-fno-tree-loop-if-convert` applies to the whole file.
 
 Rather than trusting a version number, jdisc compiles a small program shaped like its own lane
 loops with the flags it uses and runs it; if the answer is wrong, the workaround flag is added.
@@ -55,7 +58,18 @@ int main(int argc, char **argv) {
 }
 """
 
-PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, ["-fno-tree-loop-if-convert"])]
+# The same program with the per-function attribute jdisc's kernels use (lowering/codegen.py,
+# JD_KEEP_BRANCHES): if it prints "ok" where the plain one does not, the attribute avoids the
+# bug and no global flag is needed; otherwise every kernel is built without if-conversion.
+_MASKED_LOAD_LANES_KEPT = _MASKED_LOAD_LANES.replace(
+    "__attribute__((noinline)) static void lanes",
+    "__attribute__((noinline, optimize(\"no-tree-loop-if-convert\"))) static void lanes")
+
+# (name, program, the same program as jdisc's kernels avoid the bug in it, global flags used
+# only when that avoidance does not work)
+PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, _MASKED_LOAD_LANES_KEPT,
+           ["-fno-tree-loop-if-convert"])]
+PROBE_VERSION = 2       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}
 
@@ -63,7 +77,7 @@ _verdicts: dict[tuple, list[str]] = {}
 def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host: str,
                      cache_root: str) -> list[str]:
     """Extra flags this compiler needs with these flags on this CPU (usually none)."""
-    key = (tuple(compiler), tuple(cflags), identity, host)
+    key = (tuple(compiler), tuple(cflags), identity, host, PROBE_VERSION)
     if key in _verdicts:
         return _verdicts[key]
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
@@ -87,17 +101,23 @@ def _run_probes(compiler: list[str], cflags: list[str]) -> list[str]:
     flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
     extra: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jdisc-probe-") as tmp:
-        for name, source, fix in PROBES:
-            c_path, exe = os.path.join(tmp, name + ".c"), os.path.join(tmp, name)
-            with open(c_path, "w", encoding="utf-8") as f:
-                f.write(source)
-            try:
-                built = subprocess.run([*compiler, *flags, c_path, "-o", exe],
-                                       capture_output=True, timeout=120).returncode == 0
-                out = subprocess.run([exe], capture_output=True, text=True,
-                                     timeout=60).stdout.strip() if built else "ok"
-            except (OSError, subprocess.TimeoutExpired):
-                out = "ok"   # a compiler that cannot build the probe fails loudly later
-            if out != "ok":
+        for name, source, avoided, fix in PROBES:
+            if _probe_ok(compiler, flags, tmp, name, source):
+                continue
+            if not _probe_ok(compiler, flags, tmp, name + "-avoided", avoided):
                 extra += fix
     return extra
+
+
+def _probe_ok(compiler: list[str], flags: list[str], tmp: str, name: str, source: str) -> bool:
+    c_path, exe = os.path.join(tmp, name + ".c"), os.path.join(tmp, name)
+    with open(c_path, "w", encoding="utf-8") as f:
+        f.write(source)
+    try:
+        built = subprocess.run([*compiler, *flags, c_path, "-o", exe],
+                               capture_output=True, timeout=120).returncode == 0
+        out = subprocess.run([exe], capture_output=True, text=True,
+                             timeout=60).stdout.strip() if built else "ok"
+    except (OSError, subprocess.TimeoutExpired):
+        out = "ok"   # a compiler that cannot build the probe fails loudly later
+    return out == "ok"

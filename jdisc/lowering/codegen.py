@@ -114,6 +114,7 @@ def _generate(prog: Program) -> CProgram:
             head(f" *   {c_comment(name)}: {dim_ident(name)}")
     head(" */")
     head("#define _POSIX_C_SOURCE 200112L   /* posix_memalign */")
+    head(KEEP_BRANCHES_MACRO)
     for inc in ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h",
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
@@ -126,6 +127,40 @@ def _generate(prog: Program) -> CProgram:
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
                     data_digest(blob) if blob else "")
+
+
+# GCC 12 on AVX2 turns a conditional load in a loop that spans several vectors into masked
+# loads that all use the first vector's mask (custom_calls/probe.py). Loads are conditional
+# only where an operand is read in one arm of a branch: a select's operands, a pad's or a
+# concatenate's source, an integer division's dividend. Kernels made only of the ops below
+# (each reads all its operands unconditionally) keep GCC's loop if-conversion, which
+# vectorises their branchy math (tanh, exp, NaN-aware max); every other kernel carries
+# JD_KEEP_BRANCHES: no if-conversion, so no masked loads, on GCC only (the probe checks that
+# the attribute avoids the bug; if it did not, the whole file is built without if-conversion).
+_BRANCH_FREE = frozenset("""
+    add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
+    logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
+    broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
+""".split())
+_FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms branch on values
+
+
+def needs_branches(k: Kernel) -> bool:
+    for op in k.ops:
+        if op.name in _BRANCH_FREE:
+            continue
+        if op.name in _FLOAT_ONLY and all(v.dtype in ("f32", "f64", "f16", "bf16")
+                                          for v in list(op.operands) + list(op.results)):
+            continue
+        return True
+    return False
+
+
+KEEP_BRANCHES_MACRO = """#if defined(__GNUC__) && !defined(__clang__)
+#define JD_KEEP_BRANCHES __attribute__((optimize("no-tree-loop-if-convert")))
+#else
+#define JD_KEEP_BRANCHES
+#endif"""
 
 
 # kernels whose code is not a function of its own: aliases, and control flow (inline)
@@ -239,7 +274,8 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
             if op.name != "constant":
                 w(f" *   stablehlo.{op.name} at {c_comment(op.loc)}")
         w(" */")
-        with w.block(f"static int {fname}({', '.join(params)})"):
+        keep = "JD_KEEP_BRANCHES " if needs_branches(k) else ""
+        with w.block(f"static {keep}int {fname}({', '.join(params)})"):
             emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
             emit(w, k, inputs, outs, assume, less)
             if not returns:     # emitters that cannot fail end with success
