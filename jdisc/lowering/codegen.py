@@ -141,6 +141,7 @@ _BRANCH_FREE = frozenset("""
     add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
     logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
     broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
+    dim_constant
 """.split())
 _FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms branch on values
 
