@@ -101,7 +101,9 @@ def _warn_casts(pkg, inputs: dict) -> None:
             want = np.dtype(numpy_dtype(wanted[name]))
         except (KeyError, TypeError):
             continue
-        if arr.dtype != want:
+        import jax
+        # cast only where jax would (float64 to float32 without x64); another dtype is an error
+        if arr.dtype != want and np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype)) == want:
             print(f"warning: input '{name}' is {arr.dtype} but the package takes {want}: "
                   f"casting it to {want}", file=sys.stderr)
 

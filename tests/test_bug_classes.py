@@ -251,3 +251,15 @@ def test_row_reduction_read_by_a_reduction_over_a_leading_dim():
     check_against_jax(f, ({0: "a", 1: "b"},),
                       lambda n: (np.arange(n * 3 * 4, dtype=np.int32).reshape(n, 3, 4) % 7,),
                       SIZES)
+
+
+def test_scan_stacking_a_slice_with_a_min_size():
+    # found by the fuzzer (batch seed 34000069): the scan's stacked output has
+    # 4*a*(a - min(a, 2)) bytes, expanded to 4a^2 - 4a*min(a, 2); the plan checker could not
+    # show the slot size non-negative (min(a, 2) <= a was never used) and refused the program
+    def f(x0, x1):
+        v3 = jnp.broadcast_to(x0, (x0.shape[0], x1[:, 2:].shape[1]))
+        return jax.lax.scan(lambda c, x: (c, c), v3, v3)[1]
+    make = lambda n: (np.linspace(-1, 1, n, dtype=np.float32).reshape(n, 1),
+                      np.zeros((n, n), np.float32))
+    check_against_jax(f, ({0: "a"}, {0: "a", 1: "a"}), make, (0, 1, 2, 3, 7), tol=0)

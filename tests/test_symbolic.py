@@ -394,3 +394,13 @@ def test_to_c_matches_evaluate(tmp_path):
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
     assert [int(x) for x in run.stdout.split()] == expected
+
+
+def test_relaxed_nonnegativity_through_min_and_max():
+    a, b = var("a"), var("b")
+    assert nonneg_relaxed(4 * a * a - 4 * a * dmin(a, 2))            # a*(a - min(a, 2))
+    assert nonneg_relaxed(192 * floordiv(4 * a * a - 4 * a * dmin(a, 2) + 63, 64) + 192)
+    assert nonneg_relaxed(a * b - a * dmin(b, 3)) and nonneg_relaxed(a * dmax(b, 3) - 3 * a)
+    assert not nonneg_relaxed(4 * a * a - 4 * a * dmin(a, 2) - 1)
+    assert not nonneg_relaxed(a * dmax(b, 3) - 4 * a)
+    assert not nonneg_relaxed(a * dmin(b, 3) - a * b)                # the wrong direction

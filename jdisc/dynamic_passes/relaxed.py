@@ -25,6 +25,10 @@ def nonneg_relaxed(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS,
        written lo + t with t >= 0: `a*min(a, 3) - a` reads `a*t`.
     3. So is every variable with a finite lower bound lo != 0: `a^2 - a` for a >= 1 reads
        `t^2 + t`.
+    4. A term c*R*min(x, y) with c < 0 and R >= 0 is at least c*R*x (and c*R*y); c*R*max(x, y)
+       with c > 0 is at least c*R*x: `4a^2 - 4a*min(a, 2)` (a*(a - min(a, 2)) expanded) reads
+       `4a^2 - 4a^2`. Each such atom is replaced by one of its two operands, every atom by its
+       first and then every atom by its second (two more tries, each linear).
     Linear in the size of d."""
     d = _dim(d)
     if isinstance(d, int):
@@ -32,8 +36,48 @@ def nonneg_relaxed(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS,
     # floors with positive coefficients first: a term a negative one cancels (the bytes n
     # against m*floordiv(n + m - 1, m)) must not be relaxed on its own first
     once = _relax_floors(d, positive=True)
-    return _shifted_nonneg(once, var_bounds, atom_lower) or _shifted_nonneg(
-        _relax_floors(once, positive=False), var_bounds, atom_lower)
+    for relaxed in (once, _relax_floors(once, positive=False)):
+        if _shifted_nonneg(relaxed, var_bounds, atom_lower):
+            return True
+        for pick in (0, 1):
+            lowered = _relax_extrema(relaxed, pick, var_bounds)
+            if lowered is not None and _shifted_nonneg(lowered, var_bounds, atom_lower):
+                return True
+    return False
+
+
+def _relax_extrema(d: Dim, pick: int, var_bounds: Mapping[str, Interval]) -> Dim | None:
+    """d with each term c*R*min(x, y) (c < 0) or c*R*max(x, y) (c > 0), R >= 0 by interval
+    bounds and the atom to the first power, lowered to c*R*(x, y)[pick]; None if no term
+    changes."""
+    if isinstance(d, int):
+        return None
+    total: Dim = d.const
+    changed = False
+    for mono, coeff in d.terms:
+        term: Dim = coeff
+        rest: Dim = 1
+        target = None
+        for atom, p in mono.factors:
+            if target is None and p == 1 and (atom.op == "min" and coeff < 0 or
+                                              atom.op == "max" and coeff > 0):
+                target = atom
+                continue
+            rest = _mul(rest, _pow(_atom_expr(atom), p))
+        if target is not None and bounds(rest, var_bounds)[0] >= 0:
+            term = _mul(_mul(coeff, rest), _dim(target.args[pick]))
+            changed = True
+        else:
+            term = _mul(coeff, _mono_value(mono))
+        total = _add(total, term)
+    return total if changed else None
+
+
+def _mono_value(mono) -> Dim:
+    value: Dim = 1
+    for atom, p in mono.factors:
+        value = _mul(value, _pow(_atom_expr(atom), p))
+    return value
 
 
 def _relax_floors(d: Dim, positive: bool) -> Dim:

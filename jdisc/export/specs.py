@@ -260,7 +260,6 @@ def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
     """jax.ShapeDtypeStructs with one shared symbolic scope for all dimension names."""
     dims = list(dict.fromkeys(d for leaf in leaves for d in leaf.axes.values()))
     names = list(dict.fromkeys(v for d in dims for v in dim_variables(d)))
-    _check_solvable(leaves, dims)
     if not names:
         return [jax.ShapeDtypeStruct(l.shape, l.dtype) for l in leaves]
     for name in names:   # one at a time first, so that a refusal names its argument and axis
@@ -293,6 +292,7 @@ def symbolic_specs(leaves: Sequence[LeafSpec], constraints: Sequence[str] = ()
                     f"dynamic_axes for argument '{leaf.name}' axis {axis}: jax.export cannot "
                     f"read the dimension expression {d!r} ({type(err).__name__}: "
                     f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    _check_solvable(leaves, dims)        # after jax has read every expression
     return [jax.ShapeDtypeStruct(tuple(by_dim[l.axes[i]] if i in l.axes else d
                                        for i, d in enumerate(l.shape)), l.dtype)
             for l in leaves]
