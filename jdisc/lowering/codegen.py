@@ -147,14 +147,29 @@ _FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms bra
 
 
 def needs_branches(k: Kernel) -> bool:
-    for op in k.ops:
-        if op.name in _BRANCH_FREE:
-            continue
-        if op.name in _FLOAT_ONLY and all(v.dtype in ("f32", "f64", "f16", "bf16")
-                                          for v in list(op.operands) + list(op.results)):
-            continue
+    if k.kind == "stitch" and k.outputs:
+        # a stitch kernel's row loop starts with a test (`if (jd_failed) continue;`): with
+        # short static rows GCC unrolls the columns and may vectorise across rows under it
+        n_cols = 1
+        for d in k.outputs[0].shape[k.row_rank:]:
+            n_cols = n_cols * d
+        if isinstance(n_cols, int) and n_cols < 64:
+            return True
+    return any(_reads_conditionally(op) for op in k.ops)
+
+
+def _reads_conditionally(op) -> bool:
+    """The op's C may read a value in one arm of a branch, inside a loop GCC may vectorise; a
+    reducer body counts its ops. Window and convolution kernels count too, even where their
+    lane loops have no branch inside: a bounds test around a short constant-length lane loop
+    (a padded window over 6 lanes) is if-converted once GCC unrolls the lanes, and was
+    miscompiled (test_cnn_kernels.py::test_pooling_rank_2_and_window_on_the_last_dim)."""
+    if any(_reads_conditionally(inner) for region in op.regions for inner in region.ops):
         return True
-    return False
+    if op.name in _BRANCH_FREE or op.name == "return":
+        return False
+    return not (op.name in _FLOAT_ONLY and all(v.dtype in ("f32", "f64", "f16", "bf16")
+                                               for v in list(op.operands) + list(op.results)))
 
 
 KEEP_BRANCHES_MACRO = """#if defined(__GNUC__) && !defined(__clang__)
