@@ -263,3 +263,16 @@ def test_scan_stacking_a_slice_with_a_min_size():
     make = lambda n: (np.linspace(-1, 1, n, dtype=np.float32).reshape(n, 1),
                       np.zeros((n, n), np.float32))
     check_against_jax(f, ({0: "a"}, {0: "a", 1: "a"}), make, (0, 1, 2, 3, 7), tol=0)
+
+
+def test_loop_carry_whose_size_expands_to_a_square_of_a_min():
+    # found by the fuzzer (batch seed 35000009): the fori_loop's scratch (a second buffer of
+    # the carry, [a, a - min(a, 2), a, a - min(a, 2)]) has a size whose expanded polynomial
+    # has negative terms; the plan checker now reads its sign from the carried dims
+    def f(x1, x2):
+        a = x1.shape[0]
+        v3 = x2[:, 2:]
+        v4 = jax.lax.broadcast_in_dim(x1, (a, v3.shape[1], a, v3.shape[1]), (0, 1))
+        return jax.lax.fori_loop(0, 2, lambda i, c: -c + 1, v4)
+    make = lambda n: (np.arange(n, dtype=np.int32).reshape(n, 1), np.zeros((n, n), np.int32))
+    check_against_jax(f, ({0: "a"}, {0: "a", 1: "a"}), make, (0, 1, 2, 3, 5), tol=0)

@@ -95,6 +95,17 @@ def _problems(prog: Program) -> list[str]:
 
 # ---------------------------------------------------------------------------- naming
 
+def _scratch_sized(v: Value, ge) -> bool:
+    """A control op's scratch (control_flow.scratch_layout) is rounded-up copies of carried
+    values plus the largest of its regions' arenas, whose slots the regions' own checks show
+    non-negative: it is >= 0 when every carried value's dims are (its expanded size alone
+    hides that: 4b*(a - min(a, 2))^2 reads 4a^2*b - 8ab*min(a, 2) + 4b*min(a, 2)^2)."""
+    op = getattr(v, "producer", None)
+    if op is None or not op.attrs.get("scratch") or not op.results or op.results[-1] is not v:
+        return False
+    return all(ge(d, 0) for r in op.results[:-1] for d in r.shape)
+
+
 def describe_value(v: Value) -> str:
     p = v.producer
     what = "a program input" if p is None else f"stablehlo.{p.name} at {p.loc}"
@@ -250,7 +261,7 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
         if not fits:
             problems.append(f"{describe_value(v)} needs {need} bytes but slot {si} holds "
                             f"{slot.size}: not provably enough")
-        elif si not in sized and all(ge(d, 0) for d in v.shape):
+        elif si not in sized and (all(ge(d, 0) for d in v.shape) or _scratch_sized(v, ge)):
             # size >= need = itemsize * (a product of dims each >= 0): the product's sign is
             # seen from its factors, which the expanded polynomial hides
             sized.add(si)
