@@ -10,18 +10,13 @@ bytes.
 
 from __future__ import annotations
 
+import math
+
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Program, numpy_dtype, walk
 from jdisc.dynamic_passes.memory_plan import raw_bytes
 from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 from jdisc.dynamic_passes.symbolic import Dim
-
-
-def _prod(dims) -> Dim:
-    n: Dim = 1
-    for d in dims:
-        n = n * d
-    return n
 
 
 def op_flops(op: Op) -> Dim:
@@ -31,10 +26,10 @@ def op_flops(op: Op) -> Dim:
         return sum((v.num_elements() for v in op.operands[:len(op.operands) // 2]), 0)
     if op.name == "dot_general":
         lhs = op.operands[0]
-        k = _prod(lhs.shape[i] for i in op.attrs["dot_dimension_numbers"]["lhs_contract"])
+        k = math.prod(lhs.shape[i] for i in op.attrs["dot_dimension_numbers"]["lhs_contract"])
         return 2 * op.results[0].num_elements() * k
     if op.name == "convolution":    # NHWC x HWIO after the layout pass: spatial * Cin/group
-        return 2 * op.results[0].num_elements() * _prod(op.operands[1].shape[:-1])
+        return 2 * op.results[0].num_elements() * math.prod(op.operands[1].shape[:-1])
     return 0
 
 

@@ -70,24 +70,25 @@ def run_mlir_pipeline(module: ir.Module) -> None:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
 
 
+def _all_ops(module: ir.Module):
+    """Every operation of the module, nested regions included (an explicit stack: no
+    recursion limit on deep nesting)."""
+    stack = [op.operation for op in reversed(list(module.body.operations))]
+    while stack:
+        o = stack.pop()
+        yield o
+        for region in reversed(list(o.regions)):
+            for block in reversed(list(region.blocks)):
+                stack.extend(inner.operation for inner in reversed(list(block.operations)))
+
+
 def _refuse_known_miscompiles(module: ir.Module) -> None:
     """Ops that jaxlib's own legalisation gets wrong: refused, never silently miscompiled.
     `chlo.scan {is_reverse = true}` is legalised as a forward scan (jaxlib 0.10.2)."""
-    bad = []
-
-    def visit(op):
-        o = op.operation
-        if o.name == "chlo.scan" and "is_reverse" in o.attributes and \
-                str(o.attributes["is_reverse"]) == "true":
-            bad.append(f"  chlo.scan with is_reverse at {format_location(o.location)}: jaxlib's "
-                       f"chlo-legalize-to-stablehlo ignores is_reverse")
-        for region in o.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner)
-
-    for op in module.body.operations:
-        visit(op)
+    bad = [f"  chlo.scan with is_reverse at {format_location(o.location)}: jaxlib's "
+           f"chlo-legalize-to-stablehlo ignores is_reverse"
+           for o in _all_ops(module) if o.name == "chlo.scan" and "is_reverse" in o.attributes
+           and str(o.attributes["is_reverse"]) == "true"]
     if bad:
         raise UnsupportedOpError(f"jdisc cannot compile {len(bad)} op(s):\n" + "\n".join(bad))
 
@@ -97,20 +98,9 @@ def _chlo_from_custom_calls(module: ir.Module) -> None:
     (jax 0.10 writes a `chlo.top_k` composite): it becomes `chlo.top_k` again, which the pass
     pipeline legalises to a sort like every other top_k. A smallest-k form is left alone (and
     refused as an unknown custom call)."""
-    found = []
-
-    def visit(op):
-        o = op.operation
-        if o.name == "stablehlo.custom_call" and "call_target_name" in o.attributes and \
-                ir.StringAttr(o.attributes["call_target_name"]).value == "mhlo.topk":
-            found.append(o)
-        for region in o.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner)
-
-    for op in module.body.operations:
-        visit(op)
+    found = [o for o in _all_ops(module) if o.name == "stablehlo.custom_call" and
+             "call_target_name" in o.attributes and
+             ir.StringAttr(o.attributes["call_target_name"]).value == "mhlo.topk"]
     for o in found:
         attrs = ir.DictAttr(o.attributes["mhlo.attributes"]) if "mhlo.attributes" in \
             o.attributes else None
