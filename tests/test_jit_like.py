@@ -246,7 +246,7 @@ for args, want in (((x1, x1), d[1]), ((x1, a), d[1]), ((a, a), d[0])):
 big = np.ones(1 << 20, np.float32)                    # the zero-copy size class too
 r = f(jax.device_put(big, d[1]), big)
 assert r.devices() == {d[1]} and float(r[-1]) == 3.0
-for bad, match in (((x1, jax.device_put(a, d[0])), "committed to cpu:1 but argument 'y' to cpu:0"),
+for bad, match in (((x1, jax.device_put(a, d[0])), f"committed to {d[1]} but argument 'y' to {d[0]}"),
                    ((jax.device_put(np.ones(4, np.float32), NamedSharding(Mesh(np.array(d), ("a",)), P("a"))),) * 2,
                     "argument 'x' is sharded over 2 devices")):
     try:
