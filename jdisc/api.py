@@ -58,6 +58,7 @@ class Compiled:
                                  for x, spec in zip(flat_args, self.leaves)])
         device = _committed_device(flat_args, self.leaves)
         shapes, pointers, alive = [], [], []
+        donation = self.executable.cprog.donation
         for i in self.kept:
             x, spec = flat_args[i], self.leaves[i]
             ptr = _cpu_pointer(x, spec)
@@ -69,12 +70,34 @@ class Compiled:
             else:
                 shapes.append(x.shape)
                 pointers.append(ptr)
+        given = self._donated_buffers(flat_args, pointers) if donation else {}
         try:
-            outs = self.executable.run_pointers(shapes, pointers)
+            outs = self.executable.run_pointers(shapes, pointers, given)
         except ShapeError as err:
             raise self._name_constraint_axes(err, flat_args) from None
         del alive
-        return [runtime.to_jax(o, device) for o in outs]
+        if not given:
+            return [runtime.to_jax(o, device) for o in outs]
+        results = [runtime.to_jax(o, device, owned=j not in given) for j, o in enumerate(outs)]
+        for j, (x, _) in given.items():
+            if outs[j] is given[j][1]:      # written into the donated buffer: x is used up
+                x.delete()
+        return results
+
+    def _donated_buffers(self, flat_args: Sequence[Any], pointers: list[int]) -> dict:
+        """Result position -> (donated jax.Array, a writable view of its buffer) for the
+        donations the plan allows (cprog.donation) whose argument is a jax.Array on the CPU
+        that no other argument shares."""
+        given = {}
+        for pos, j in self.executable.cprog.donation:
+            x = flat_args[self.kept[pos]]
+            if type(x) is not _ArrayImpl or pointers.count(pointers[pos]) != 1 or \
+                    _cpu_pointer(x, self.leaves[self.kept[pos]]) != pointers[pos]:
+                continue
+            view = runtime.writable_view(x, pointers[pos])
+            if view is not None:
+                given[j] = (x, view)
+        return given
 
     def _name_constraint_axes(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
         """jax.export's message for a violated constraint (`b >= 4`) names the constraint;
@@ -238,6 +261,7 @@ def program_of(exported: ExportedFunction):
     in_shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
                  for shape in exported.in_shapes]
     return compile_stablehlo_to_ir(exported.module, name=exported.name,
+                                   donated=[i for i, l in enumerate(kept_leaves) if l.donated],
                                    input_names=[l.name for l in kept_leaves],
                                    input_shapes=in_shapes, output_names=exported.out_names)
 
@@ -313,7 +337,8 @@ class JdiscFunction:
 
     def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
                  static_argnums: Sequence[int], static_argnames: Sequence[str],
-                 fallback: str | None = None, bridge: bool = False, strict: bool = False):
+                 fallback: str | None = None, bridge: bool = False, strict: bool = False,
+                 donate_argnums: Sequence[int] = (), donate_argnames: Sequence[str] = ()):
         if fallback not in (None, "xla"):
             raise ArgumentError(f"fallback must be None or 'xla', got {fallback!r}")
         self.fallback = fallback
@@ -326,6 +351,8 @@ class JdiscFunction:
         self.constraints = tuple(constraints)
         self.static_argnums = tuple(static_argnums)
         self.static_argnames = tuple(static_argnames)
+        self.donate_argnums = tuple(donate_argnums)
+        self.donate_argnames = tuple(donate_argnames)
         self._compiled: dict[Any, Compiled] = {}
         self._lock = threading.Lock()
         self._name_cache: dict[int, list[str]] = {}
@@ -406,6 +433,22 @@ class JdiscFunction:
             entries = [e for e, n in zip(entries, all_names) if n in dyn_names]
         return normalize_dynamic_axes(entries, dyn_names)
 
+    def _donated_positions(self, n_args: int, dyn_names: list[str]) -> list[int]:
+        """Positions among the dynamic args of the donated ones (donate_argnums count all
+        positional args, as jax.jit's do)."""
+        if not self.donate_argnums and not self.donate_argnames:
+            return []
+        all_names = self._names(n_args)
+        nums = {i + n_args if i < 0 else i for i in self.donate_argnums}
+        donated = {all_names[i] for i in nums if 0 <= i < n_args}
+        donated |= set(self.donate_argnames)
+        return [pos for pos, name in enumerate(dyn_names) if name in donated]
+
+    def _jax_jit(self, fun: Callable, key: tuple, dyn_names: list[str]) -> Callable:
+        """jax.jit of the statics-bound function (fallback and bridge), donating as asked."""
+        nums = tuple(self._donated_positions(key[0], dyn_names))
+        return jax.jit(fun, donate_argnums=nums) if nums else jax.jit(fun)
+
     # -- compile and call -----------------------------------------------------------------
     def _compile(self, args: tuple, kwargs: dict, key: tuple, dynamic: list,
                  dyn_names: list[str], fun: Callable) -> Compiled:
@@ -422,7 +465,8 @@ class JdiscFunction:
                                     f"argument(s), got {n_args}")
         t0 = time.perf_counter()
         entries = self._dynamic_axes_for(n_args, dyn_names)
-        leaves, in_tree = leaf_specs(dynamic, entries, dyn_names)
+        leaves, in_tree = leaf_specs(dynamic, entries, dyn_names,
+                                     self._donated_positions(n_args, dyn_names))
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)
         if self.bridge:      # the arguments are checked: the rest runs in the background
@@ -466,16 +510,16 @@ class JdiscFunction:
                     try:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun)
                     except (UnsupportedOpError, CompileError) as err:
-                        entry = self._fall_back(err, fun)
+                        entry = self._fall_back(err, self._jax_jit(fun, key, names))
                     self._compiled[key] = entry
         return entry, dynamic, flat, treedef
 
-    def _fall_back(self, err: JdiscError, fun: Callable) -> _XlaFallback:
+    def _fall_back(self, err: JdiscError, jitted: Callable) -> _XlaFallback:
         if self.fallback != "xla":
             raise err
         warnings.warn(fallback_warning(self.__name__, err), stacklevel=4)
         self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
-        return _XlaFallback(jax.jit(fun), err)
+        return _XlaFallback(jitted, err)
 
     def _bridged(self, args, kwargs, key, dynamic, names, fun, wait: bool):
         """bridge=True (under self._lock): on the first call, check the arguments here and
@@ -491,7 +535,7 @@ class JdiscFunction:
                     bridge.result = build()
                 except BaseException as err:        # noqa: BLE001 - re-raised by the caller
                     bridge.result = err
-            bridge = self._bridges[key] = _Bridge(jax.jit(fun), threading.Thread(
+            bridge = self._bridges[key] = _Bridge(self._jax_jit(fun, key, names), threading.Thread(
                 target=background, name=f"jdisc compile of {self.__name__}", daemon=True))
         if not bridge.thread.ident:     # __call__ starts it once jax.jit has served the call
             if not wait:
@@ -503,7 +547,7 @@ class JdiscFunction:
         del self._bridges[key]
         result = bridge.result
         if isinstance(result, (UnsupportedOpError, CompileError)):
-            result = self._fall_back(result, fun)
+            result = self._fall_back(result, bridge.fn)
         elif isinstance(result, BaseException):
             raise result
         self._compiled[key] = result
@@ -548,7 +592,8 @@ class JdiscFunction:
                 self._signature.bind(*args, **kwargs)
             except TypeError as err:
                 raise ArgumentError(f"{self.__name__}: {err}") from None
-        leaves, in_tree = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
+        leaves, in_tree = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names,
+                                     self._donated_positions(key[0], names))
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)
         exported = self._export(fun, leaves, in_tree)
@@ -643,9 +688,13 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     structure, compiles a program of its own (counted in `stats()["compiles"]`), as `jax.jit`
     retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming
     the argument, and the function only ever has one program per static arguments.
-    `donate_argnums` / `donate_argnames`: accepted as jax.jit accepts them (checked to name
-    parameters); this release reuses no donated buffer, so donated arrays are left alone and
-    stay valid, as jax leaves a donation it cannot use.
+    `donate_argnums` / `donate_argnames`: as with jax.jit, the caller gives the buffers of these
+    arguments away. When the memory plan proves it safe (a result of the same dtype and shape,
+    written element by element after the last read of that element of the input), the result
+    is written into the donated buffer and the donated jax.Array is deleted (using it raises
+    jax's "Array has been deleted"). A donation that cannot be used (no such result, a numpy
+    input, a call inside a jax trace) is left alone, without an error: that array stays valid.
+    `jdisc.jit(f).explain(...)` lists the donations the plan uses.
     """
     donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else \
         tuple(donate_argnums)
@@ -670,7 +719,12 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
             if unknown:
                 raise ArgumentError(f"donate_argnames names {unknown}, which "
                                     f"{getattr(f, '__name__', 'the function')} does not take")
+        overlap = sorted(set(donate_argnums) & set(static_argnums)) or \
+            sorted(set(donate_argnames) & set(static_argnames))
+        if overlap:
+            raise ArgumentError(f"argument(s) {overlap} are both static and donated: a static "
+                                f"argument has no buffer to donate")
         return JdiscFunction(f, dynamic_axes, constraints, static_argnums, static_argnames,
-                             fallback, bridge, strict)
+                             fallback, bridge, strict, donate_argnums, donate_argnames)
 
     return wrap if fun is None else wrap(fun)

@@ -25,6 +25,9 @@ def explain_program(prog: Program) -> str:
     if prog.memory is not None:
         lines.append(f"peak intermediate memory: {prog.memory.arena_bytes} bytes")
         lines.extend(f"  {line}" for line in prog.memory.describe())
+    for i, j in prog.donation:
+        lines.append(f"donation: result {prog.outputs[j].name} is written into the buffer of "
+                     f"donated input {prog.inputs[i].name}")
     return "\n".join(lines) + "\n"
 
 

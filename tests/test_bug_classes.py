@@ -276,3 +276,13 @@ def test_loop_carry_whose_size_expands_to_a_square_of_a_min():
         return jax.lax.fori_loop(0, 2, lambda i, c: -c + 1, v4)
     make = lambda n: (np.arange(n, dtype=np.int32).reshape(n, 1), np.zeros((n, n), np.int32))
     check_against_jax(f, ({0: "a"}, {0: "a", 1: "a"}), make, (0, 1, 2, 3, 5), tol=0)
+
+
+def test_stitch_row_read_through_a_broadcast_only_the_checks_prove_exact():
+    # found by the fuzzer (batch seed 35000051): the padded rows are a + max(a - 1, 0) - 1, the
+    # softmax's broadcasts say 2*a - 2; the planner fused the softmax on the launcher's check
+    # that the two agree, but the lowering judged the broadcast with the bare algebra, read the
+    # row maximum "at another row" and refused. Both now use the facts the checks establish.
+    f = lambda x: jax.nn.softmax(jax.lax.pad(x, -2.0, ((-1, 0, 1), (-1, 2, 0), (0, 0, 0))), axis=2)
+    make = lambda n: (np.linspace(-1, 1, n, dtype=np.float32).reshape(n, 1, 1),)
+    check_against_jax(f, ({0: "a"},), make, (1, 2, 3, 7, 13), tol=1e-6)

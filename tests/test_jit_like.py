@@ -266,15 +266,81 @@ def test_results_live_on_the_inputs_device_and_sharded_inputs_are_refused():
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
-def test_donation_is_accepted_and_leaves_the_arrays_alone():
+def _sgd(p, g):
+    return p - 0.25 * g, jnp.sum(g * g)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 1000])
+def test_donated_buffer_takes_the_result(n):
+    # the training-step shape of donation: the new parameters are written into the old ones
+    jf = jdisc.jit(_sgd, dynamic_axes=({0: "n"}, {0: "n"}), donate_argnums=0)
+    g = jnp.asarray(_arange((n,)))
+    want = jax.jit(_sgd)(jnp.asarray(_arange((n,)) + 1), g)
+    p = jnp.asarray(_arange((n,)) + 1)
+    address = p.unsafe_buffer_pointer()
+    new_p, loss = jf(p, g)
+    np.testing.assert_array_equal(np.asarray(new_p), np.asarray(want[0]))
+    np.testing.assert_array_equal(np.asarray(loss), np.asarray(want[1]))
+    assert not g.is_deleted()
+    if n == 0:      # no bytes to reuse: left alone
+        assert not p.is_deleted()
+        return
+    assert p.is_deleted() and new_p.unsafe_buffer_pointer() == address
+    with pytest.raises(RuntimeError, match="deleted"):
+        p + 1
+    # the reused buffer outlives the deleted array: fresh allocations do not overwrite it
+    junk = [jnp.full((n,), 9.0) for _ in range(4)]
+    np.testing.assert_array_equal(np.asarray(new_p), np.asarray(want[0]))
+    del junk
+
+
+def test_donation_in_a_loop_compiles_once():
+    jf = jdisc.jit(_sgd, dynamic_axes=({0: "n"}, {0: "n"}), donate_argnames="p")
+    for n in (5, 11, 5):
+        p, g = jnp.zeros((n,)), jnp.ones((n,))
+        for _ in range(3):
+            p, _ = jf(p, g)
+        np.testing.assert_allclose(np.asarray(p), -0.75)
+    assert jf.stats()["compiles"] == 1
+    assert "donation: result" in jf.explain(p, g)
+
+
+@pytest.mark.parametrize("f, shape, why", [
+    (lambda x: x.T + x, (4, 4), "reads x at the transposed element"),
+    (lambda x: (x * 2, jnp.cumsum(x)), (6,), "a later kernel reads x"),
+    (lambda x: (x, x + 1), (6,), "x itself is a result"),
+    (lambda x: x[1:] * 2, (6,), "no result of x's shape"),
+    (lambda x: x.astype(jnp.int32), (6,), "no result of x's dtype"),
+    (lambda x: jnp.sort(x) + 1, (6,), "the writer is not an elementwise loop"),
+])
+def test_donation_that_cannot_be_used_leaves_the_array_alone(f, shape, why):
+    axes = {i: "n" for i in range(len(shape))}
+    jf = jdisc.jit(f, dynamic_axes=(axes,), donate_argnums=0)
+    x = jnp.asarray(_arange(shape))
+    _same_as_jax(f, jf, x)
+    assert not x.is_deleted(), why
+    np.testing.assert_array_equal(np.asarray(x), _arange(shape))
+
+
+def test_donation_is_left_alone_for_numpy_shared_and_traced_arguments():
+    jf = jdisc.jit(lambda x, y: x * 2 + y, dynamic_axes=({0: "n"}, {0: "n"}),
+                   donate_argnums=(0, 1))
+    x = jnp.asarray(_arange((5,)))
+    np.testing.assert_array_equal(np.asarray(jf(x, x)), _arange((5,)) * 3)
+    assert not x.is_deleted()        # one buffer passed twice: not given away
+    a = _arange((5,))
+    np.testing.assert_array_equal(np.asarray(jf(a, a)), _arange((5,)) * 3)
+    np.testing.assert_array_equal(a, _arange((5,)))      # numpy: never written
+    out = jax.jit(lambda v: jf(v, v + 1))(x)             # inside a trace: the outer jit's call
+    np.testing.assert_array_equal(np.asarray(out), _arange((5,)) * 3 + 1)
+    assert not x.is_deleted()
+
+
+def test_donation_arguments_are_checked():
     f = lambda x, y: x * 2 + y      # noqa: E731
-    jf = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"}), donate_argnums=0,
-                   donate_argnames=("y",))
-    x, y = jnp.asarray(_arange((5,))), jnp.asarray(_arange((5,)))
-    _same_as_jax(f, jf, x, y)
-    assert not x.is_deleted() and not y.is_deleted()      # not reused: still valid
-    np.testing.assert_array_equal(np.asarray(x), _arange((5,)))
     with pytest.raises(ArgumentError, match=r"donate_argnames names \['z'\]"):
         jdisc.jit(f, donate_argnames="z")
     with pytest.raises(ArgumentError, match="donate_argnums must be ints"):
         jdisc.jit(f, donate_argnums=("x",))
+    with pytest.raises(ArgumentError, match="both static and donated"):
+        jdisc.jit(f, static_argnums=1, donate_argnums=1)

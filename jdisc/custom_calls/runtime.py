@@ -71,13 +71,17 @@ class Executable:
         """`arrays` must already be C-contiguous with the compiled dtypes and ranks."""
         return self.run_pointers([a.shape for a in arrays], [a.ctypes.data for a in arrays])
 
-    def run_pointers(self, shapes: Sequence[Sequence[int]], pointers: Sequence[int]
-                     ) -> list[np.ndarray]:
+    def run_pointers(self, shapes: Sequence[Sequence[int]], pointers: Sequence[int],
+                     given: dict | None = None) -> list[np.ndarray]:
         """Inputs given by shape and data address (the caller keeps them alive); returns the
-        outputs as new numpy arrays."""
+        outputs as new numpy arrays, except that output j is written into `given[j][1]` (a
+        donated input's buffer) when that array has the output's shape and dtype."""
         _, out_shapes = self.prepare(shapes)
         sc = self._scratch()
         outs = [np.empty(s, dt) for s, dt in zip(out_shapes, self._out_dtypes)]
+        for j, (_, buf) in (given or {}).items():
+            if buf.shape == out_shapes[j] and buf.dtype == self._out_dtypes[j] and buf.nbytes:
+                outs[j] = buf
         ins_p = (_P * max(len(pointers), 1))(*pointers)
         outs_p = (_P * max(len(outs), 1))(*[_address(o) for o in outs])
         if self._run(sc.dims_p, ins_p, outs_p, sc.err, _ERR_LEN):
@@ -107,13 +111,44 @@ class _Scratch:
 _ZERO_COPY_MIN_BYTES = 1 << 20
 
 
-def to_jax(arr: np.ndarray, device=None):
+class _BufferView:
+    """A writable numpy view of a donated jax.Array's buffer: `np.asarray(x)` is read-only,
+    so this re-exports its address; holding `ref` keeps the buffer's memory alive after the
+    jax.Array is deleted (jax keeps a buffer with an external reference until it is released)."""
+
+    def __init__(self, ref: np.ndarray, address: int):
+        self.ref = ref
+        self.__array_interface__ = {"data": (address, False), "shape": ref.shape,
+                                    "typestr": ref.dtype.str, "version": 3}
+
+
+def writable_view(x, address: int) -> np.ndarray | None:
+    """A writable array over the buffer of the CPU jax.Array x (at `address`), or None."""
+    try:
+        ref = np.asarray(x)
+        if ref.ctypes.data != address or not ref.flags.c_contiguous:
+            return None
+        view = np.asarray(_BufferView(ref, address))
+        return view if view.dtype == ref.dtype else None
+    except Exception:
+        return None
+
+
+def to_jax(arr: np.ndarray, device=None, owned: bool = True):
     """A jax.Array of a result buffer, uncommitted on the default device, or committed to
     `device` (where jax.jit would put it: the committed inputs' device). Large ones on the
     default device are handed over without a copy (DLPack); the rest go through the batched
     device put under `jax.device_put` (a fifth of its cost: jax.device_put's Python layers took
-    ~30 us of a ~40 us eager call). The buffer is ours and fresh, so the array may alias it."""
+    ~30 us of a ~40 us eager call). The buffer is ours and fresh, so the array may alias it.
+    `owned=False`: arr is a view of a donated buffer, handed over without a copy whatever
+    its size."""
     import jax
+    if not owned:
+        try:
+            out = jax.dlpack.from_dlpack(arr)
+            return out if device is None else jax.device_put(out, device)
+        except Exception:   # not importable without a copy: the copy below
+            pass
     if device is None and arr.nbytes >= _ZERO_COPY_MIN_BYTES:
         try:
             return jax.dlpack.from_dlpack(arr)

@@ -63,6 +63,12 @@ class Kernel:
     inputs: list[Value]    # buffers read
     row_rank: int = 0      # stitch: how many leading dims index rows
     versions: list[str] = dataclasses.field(default_factory=list)   # speculative versions
+    # broadcast (operand dim, result dim) pairs that only the launcher's checks prove equal:
+    # the planner fused on them, so the lowering must index with them equal too
+    equal_dims: frozenset = frozenset()
+    # value ids of an input and an output that may share memory (a donated input's buffer
+    # given to the output: memory_plan.plan_donation); declared without `restrict`
+    shared_buffers: frozenset = frozenset()
 
     @property
     def root(self) -> Op:
@@ -345,9 +351,28 @@ def plan_kernels(prog: Program) -> Program:
         name = f"jd_k{len(kernels)}_{'_'.join(_name_parts(group_ops))}"
         outputs = [member.root.results[0] for member in cluster] if len(cluster) > 1 \
             else list(g.root.results)
-        kernels.append(Kernel(name, kind, ops, outputs, _inputs_of(ops), g.row_rank or 0))
+        kernels.append(Kernel(name, kind, ops, outputs, _inputs_of(ops), g.row_rank or 0,
+                              equal_dims=_checked_equal_dims(ops, constraints)))
     prog.kernels = kernels
     return prog
+
+
+def _checked_equal_dims(ops: list[Op], constraints) -> frozenset:
+    """The broadcast dim pairs of `ops` that the program's checks (not the algebra) prove
+    equal, e.g. `2*a - 2` and `a + max(a - 1, 0) - 1` under the check `a + max(a-1, 0) >= 1`."""
+    if constraints is None:
+        return frozenset()
+    pairs = set()
+    for op in ops:
+        if op.name != "broadcast_in_dim":
+            continue
+        x, v = op.operands[0], op.results[0]
+        for j, d in enumerate(op.attrs["broadcast_dimensions"]):
+            xd, od = x.shape[j], v.shape[d]
+            if xd != 1 and symbolic.prove_eq(xd, od) is not True and \
+                    constraints.prove_eq(xd, od) is True:
+                pairs.add((xd, od))
+    return frozenset(pairs)
 
 
 def _is_alias(g: _Group) -> bool:

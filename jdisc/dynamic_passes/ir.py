@@ -169,6 +169,10 @@ class Program:
     # the JDISC_DUMP_DIR folder of this program: its name and a hash of its StableHLO, so that
     # two functions with one name (two lambdas) never share a folder
     dump_name: str = ""
+    # param positions the caller donates, and (param position, result position) pairs whose
+    # buffers the results may take (memory_plan.plan_donation)
+    donated: frozenset = frozenset()
+    donation: tuple = ()
 
     @property
     def dim_vars(self) -> list[str]:
@@ -228,4 +232,7 @@ def format_program(prog: Program) -> str:
         out.append(f"  kernel {k.describe()}")
     if prog.memory is not None:
         out.extend(f"  memory {line}" for line in prog.memory.describe())
+    for i, j in prog.donation:
+        out.append(f"  donation: result {j} ({prog.outputs[j].name}) may take the buffer of "
+                   f"input {i} ({prog.inputs[i].name})")
     return "\n".join(out) + "\n"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Program, Value, numpy_dtype
+from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
 from jdisc.dynamic_passes.symbolic import Dim
 
 ALIGN = 64
@@ -161,3 +162,79 @@ def plan_memory(prog: Program) -> Program:
     plan = MemoryPlan(tuple(frozen), assignment, offset, live)
     setattr(prog, "memory", plan)
     return prog
+
+
+# ---- donation ---------------------------------------------------------------------------------
+
+_SAME_INDEX_OPS = ELEMENTWISE | {"select", "clamp"}
+
+
+def plan_donation(prog: Program) -> Program:
+    """Pass: which donated inputs give their buffer to a result (`prog.donation`, pairs of
+    param position and result position; `prog.donated` lists the donated params).
+
+    A donated input P gives its buffer to a result R when R has P's dtype and shape and:
+    * R is written by one single-output loop kernel K that reads P only at the element it
+      writes (through elementwise ops on operands of R's shape): every element of P is read
+      before R overwrites it, whatever the order of threads and lanes;
+    * no kernel after K reads P or a view of it, and no result is P or a view of it (the
+      launcher copies those at the end).
+    K's C then declares the two pointers without `restrict`. A donated input that gives its
+    buffer to nothing is left alone: the call allocates R as usual."""
+    prog.donation = ()
+    if not prog.donated:
+        return prog
+    constraints = prog.constraints
+    prove_eq = constraints.prove_eq if constraints is not None else symbolic.prove_eq
+    roots = alias_roots(prog)
+    results = prog.body.results
+    result_roots = {roots.get(v.id, v).id for v in results}
+    first_result = {}
+    for j, v in enumerate(results):
+        first_result.setdefault(v.id, j)
+    writer = {v.id: (idx, k) for idx, k in enumerate(prog.kernels) if k.kind != "alias"
+              for v in k.outputs}
+    last_read: dict[int, int] = {}
+    for idx, k in enumerate(prog.kernels):
+        if k.kind != "alias":
+            for v in k.inputs:
+                last_read[roots.get(v.id, v).id] = idx
+    taken: set[int] = set()
+    pairs = []
+    for pos in sorted(prog.donated):
+        p = prog.body.params[pos]
+        if p.id in result_roots:
+            continue
+        for v in results:
+            j = first_result[v.id]
+            if j in taken or v.id not in writer or v.dtype != p.dtype or v.rank != p.rank \
+                    or not all(prove_eq(a, b) is True for a, b in zip(v.shape, p.shape)):
+                continue
+            idx, k = writer[v.id]
+            if k.kind != "loop" or len(k.outputs) != 1 or last_read.get(p.id, -1) > idx \
+                    or any(roots.get(x.id, x).id == p.id and x.id != p.id for x in k.inputs) \
+                    or not _reads_only_in_place(k, p, prove_eq):
+                continue
+            taken.add(j)
+            pairs.append((pos, j))
+            k.shared_buffers = k.shared_buffers | {p.id, v.id}
+            break
+    prog.donation = tuple(pairs)
+    return prog
+
+
+def _reads_only_in_place(k, p: Value, prove_eq) -> bool:
+    """Every read of p inside kernel k is at the index of the element k writes: the paths from
+    k's output to p pass only elementwise ops whose operands have their result's shape."""
+    out = k.outputs[0]
+    in_place = {out.id: True}
+    for op in reversed(k.ops):
+        res = op.results[0] if op.results else None
+        if res is None or res.id not in in_place:
+            continue
+        same = in_place[res.id] and op.name in _SAME_INDEX_OPS
+        for x in op.operands:
+            here = same and x.rank == res.rank and all(
+                prove_eq(a, b) is True for a, b in zip(x.shape, res.shape))
+            in_place[x.id] = in_place.get(x.id, True) and here
+    return in_place.get(p.id, False)

@@ -27,7 +27,7 @@ from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
 from jdisc.dynamic_passes.ir import Program, Value, format_program
-from jdisc.dynamic_passes.memory_plan import plan_memory
+from jdisc.dynamic_passes.memory_plan import plan_donation, plan_memory
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
 from jdisc.dynamic_passes.verify import verify
@@ -76,6 +76,7 @@ PASSES: list[Pass] = [
     compile_regions,          # the same passes inside every region (below)
     plan_kernels,             # fusion: kernels and materialised buffers
     plan_memory,              # one arena per call; buffers reuse slots they provably fit
+    plan_donation,            # results that may take a donated input's buffer
 ]
 
 # A region's shapes and checks were settled with the top level; the rest runs per region.
@@ -126,8 +127,10 @@ def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
     return prog
 
 
-def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw) -> Program:
-    """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes."""
+def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", donated=(),
+                            **import_kw) -> Program:
+    """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes. `donated`: the
+    positions of inputs whose buffers the caller gives away (results may reuse them)."""
     with compile_stage("creating the MLIR context"):
         ctx = mlir_import.make_context()
     mod = mlir_import.parse_module(module, ctx)
@@ -142,6 +145,7 @@ def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", **import_kw
     with compile_stage("the MLIR import"), ctx:
         prog = mlir_import.import_module(mod, name, **import_kw)
     prog.dump_name = folder
+    prog.donated = frozenset(donated)
     if dump_dir() is not None:
         dump("00_imported.txt", format_program(prog), folder)
     return run_passes(prog)

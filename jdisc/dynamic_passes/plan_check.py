@@ -28,6 +28,10 @@ user's program: it raises CompileError naming the kernels, ops and values involv
    kernel's loop over its output, all reads are in bounds when every op's map is. Each map
    yields obligations over the symbolic shapes, e.g. `start + stride*(size - 1) < dim`
    (plan_index.py); a loop kernel's extra outputs must have the shape of the first.
+5. Donation. A result that takes a donated input's buffer (`prog.donation`) has the input's
+   dtype and byte size, is written by a single-output loop kernel whose pointers for the two
+   are not `restrict`, and no later kernel reads the input (or a view of it), nor is any result
+   the input or a view of it.
 
 Policy for index obligations. An obligation is decided under the program's constraints
 (`prog.constraints`: every launcher check of the program and, in a region, of its scope holds
@@ -89,6 +93,7 @@ def _problems(prog: Program) -> list[str]:
     out = check_schedule(prog)
     if not out:             # liveness and slots are meaningless on a broken schedule
         out += check_memory(prog)
+        out += check_donation(prog)
     out += check_index_maps(prog)
     return out
 
@@ -293,6 +298,42 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
 
 
 # ---------------------------------------------------------------------------- 4
+
+def check_donation(prog: Program) -> list[str]:
+    """Invariant 5: a donated input's buffer is overwritten only once nothing reads it."""
+    if not prog.donation:
+        return []
+    sc = constraints_of(prog)
+    problems = []
+    parent = {k.outputs[0].id: k.root.operands[0] for k in prog.kernels if k.kind == "alias"}
+
+    def root(v: Value) -> Value:
+        while v.id in parent:
+            v = parent[v.id]
+        return v
+
+    writer = {v.id: i for i, k in enumerate(prog.kernels) if k.kind != "alias"
+              for v in k.outputs}
+    for pos, j in prog.donation:
+        p, r = prog.body.params[pos], prog.body.results[j]
+        i = writer.get(r.id)
+        k = prog.kernels[i] if i is not None else None
+        where = f"result {j} {describe_value(r)} in the buffer of input {pos}"
+        if k is None or k.kind != "loop" or len(k.outputs) != 1 or \
+                not {p.id, r.id} <= k.shared_buffers:
+            problems.append(f"{where}: not written by a single-output loop kernel that knows "
+                            f"the two share memory")
+            continue
+        if p.dtype != r.dtype or sc.prove_eq(raw_bytes(p), raw_bytes(r)) is not True:
+            problems.append(f"{where}: dtype or size differ")
+        late = [kk.name for kk in prog.kernels[i + 1:] if kk.kind != "alias"
+                and any(root(x).id == p.id for x in kk.inputs)]
+        if late:
+            problems.append(f"{where}: read after {k.name} overwrites it, by {late}")
+        if any(root(v).id == p.id for v in prog.body.results):
+            problems.append(f"{where}: the input is also a result")
+    return problems
+
 
 def constraints_of(prog: Program) -> ShapeConstraints:
     sc = getattr(prog, "constraints", None)

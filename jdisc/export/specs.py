@@ -78,13 +78,15 @@ class LeafSpec:
     dtype: np.dtype
     shape: tuple[int, ...]          # concrete shape at trace time
     axes: AxisNames                 # normalised (non-negative) axis -> dimension name
+    donated: bool = False           # the caller gives its buffer away (donate_argnums)
 
 
-def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[str]
-               ) -> tuple[list[LeafSpec], Any]:
-    """Flatten the dynamic args with their axis names; returns (leaves, treedef)."""
+def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[str],
+               donated: Sequence[int] = ()) -> tuple[list[LeafSpec], Any]:
+    """Flatten the dynamic args with their axis names; returns (leaves, treedef). The leaves
+    of the args at positions `donated` are marked donated."""
     leaves: list[LeafSpec] = []
-    for arg, entry, arg_name in zip(args, entries, arg_names):
+    for position, (arg, entry, arg_name) in enumerate(zip(args, entries, arg_names)):
         try:
             per_leaf = jax.tree_util.tree_map(
                 lambda e, sub: _Group([e] * len(jax.tree_util.tree_leaves(sub))), entry, arg,
@@ -109,7 +111,7 @@ def leaf_specs(args: Sequence[Any], entries: Sequence[Any], arg_names: Sequence[
                     raise ArgumentError(f"argument '{name}' axis {axis} has the symbolic size "
                                         f"{dim} but dynamic_axes names it {named[axis]!r}")
                 named[axis] = dim
-            leaves.append(LeafSpec(name, arr_dtype, shape, named))
+            leaves.append(LeafSpec(name, arr_dtype, shape, named, position in donated))
     treedef = jax.tree_util.tree_structure(tuple(args))
     return leaves, treedef
 

@@ -39,6 +39,7 @@ class CProgram:
     kernels: tuple[str, ...]          # one line per kernel: name, kind, fused ops
     data: bytes = b""                 # the data section: large constants (lowering/data.py)
     data_sha256: str = ""
+    donation: tuple = ()              # (input, output) positions that may share a buffer
 
 
 def c_dim_name(var: str) -> str:
@@ -112,6 +113,9 @@ def _generate(prog: Program) -> CProgram:
         head(" * Dimension variables (C names):")
         for name in prog.dim_vars:
             head(f" *   {c_comment(name)}: {dim_ident(name)}")
+    for i, j in prog.donation:
+        head(" * " + c_comment(f"Donated: output {prog.outputs[j].name} may be written into the "
+                               f"buffer of input {prog.inputs[i].name}."))
     head(" */")
     head("#define _POSIX_C_SOURCE 200112L   /* posix_memalign */")
     head(KEEP_BRANCHES_MACRO)
@@ -126,7 +130,7 @@ def _generate(prog: Program) -> CProgram:
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
-                    data_digest(blob) if blob else "")
+                    data_digest(blob) if blob else "", tuple(prog.donation))
 
 
 # GCC 12 on AVX2 turns a conditional load in a loop that spans several vectors into masked
@@ -238,12 +242,17 @@ def _kernel_params(k: Kernel) -> tuple[list[str], dict[int, str], list[str]]:
     inputs = {}
     for i, v in enumerate(k.inputs):
         inputs[v.id] = f"in{i}"
-        params.append(f"const {ctype(v.dtype)} *restrict in{i}")
+        params.append(f"const {ctype(v.dtype)} *{_restrict(k, v)}in{i}")
     outs = []
     for i, v in enumerate(k.outputs):
         outs.append(f"out{i}")
-        params.append(f"{ctype(v.dtype)} *restrict out{i}")
+        params.append(f"{ctype(v.dtype)} *{_restrict(k, v)}out{i}")
     return params, inputs, outs
+
+
+def _restrict(k: Kernel, v) -> str:
+    """A donated input and the output that takes its buffer may be one array."""
+    return "" if v.id in k.shared_buffers else "restrict "
 
 
 def _operands(k: Kernel, inputs: dict[int, str]) -> list[str]:
@@ -279,12 +288,13 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                    f"{k.name}_v1 otherwise (broadcast)"] if guards else [])
     variants = [(f"{k.name}_v0", frozenset(guards)), (f"{k.name}_v1", frozenset())] \
         if guards else [(k.name, frozenset())]
+    variants = [(fname, assume | k.equal_dims) for fname, assume in variants]
     params, inputs, outs = _kernel_params(k)
     less = sort.emit_comparator(w, k, inputs, params, dim_c) if k.kind == "sort" else None
     for fname, assume in variants:
         w(f"/* {fname}: {k.kind} kernel"
-          + (c_comment(f", version assuming {', '.join(f'{a} == {b}' for a, b in assume)}")
-             if assume
+          + (c_comment(f", version assuming {', '.join(f'{a} == {b}' for a, b in guarded)}")
+             if (guarded := [p for p in guards if p in assume])
              else ", general version" if guards else ""))
         for op in k.ops:
             if op.name != "constant":

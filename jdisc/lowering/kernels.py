@@ -424,7 +424,8 @@ def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
         x, v = op.operands[0], op.results[0]
         for j, d in enumerate(op.attrs["broadcast_dimensions"]):
             xd, od = x.shape[j], v.shape[d]
-            if xd != 1 and not symbolic.prove_eq(xd, od) and (xd, od) not in pairs:
+            if xd != 1 and not symbolic.prove_eq(xd, od) and (xd, od) not in pairs \
+                    and (xd, od) not in kernel.equal_dims:
                 pairs.append((xd, od))
     return pairs
 

@@ -41,7 +41,7 @@ def _join(a: tuple | None, b: tuple) -> tuple:
     return tuple(x if x == y else ANY for x, y in zip(a, b))
 
 
-def _operand_indices(op: Op, idx: tuple) -> list[tuple]:
+def _operand_indices(op: Op, idx: tuple, assume: frozenset) -> list[tuple]:
     """The abstract index each operand of `op` is read at when its result is read at idx."""
     name = op.name
     if name in _SAME_INDEX:
@@ -53,7 +53,7 @@ def _operand_indices(op: Op, idx: tuple) -> list[tuple]:
             xd, od = x.shape[j], v.shape[d]
             if xd == 1:
                 sub.append(ZERO)
-            elif symbolic.prove_eq(xd, od) is True or idx[d] == ZERO:
+            elif symbolic.prove_eq(xd, od) is True or (xd, od) in assume or idx[d] == ZERO:
                 sub.append(idx[d])
             else:   # decided at run time (size 1 or not): unknown here
                 sub.append(ANY)
@@ -99,14 +99,16 @@ def _reshape_index(v: Value, x: Value, idx: tuple) -> tuple:
     return tuple(sub)
 
 
-def row_values(kernel: Kernel, rows_dims, written: set[int]) -> set[int]:
+def row_values(kernel: Kernel, rows_dims, written: set[int],
+               assume: frozenset = frozenset()) -> set[int]:
     """Ids of the values in `kernel` read only at the row index (i0..i{k-1}, 0, ...): safe to
     compute once per row. Values in `written` (outputs, written per element; a stitch kernel's
     reduce results, which are per-row accumulators) never count; a reduce result read at
     any other index than its row is a planning error (fusion's row-structure validation keeps
-    such reads out of stitch kernels)."""
+    such reads out of stitch kernels). `assume`: broadcast dim pairs this version of the
+    kernel indexes as equal (the renderer's)."""
     k = len(rows_dims)
-    reads = _reads(kernel, k)
+    reads = _reads(kernel, k, assume)
     # the row index as _norm writes it: a row dim of size 1 is always index 0
     row = tuple(ZERO if d == 1 else ("row", j) for j, d in enumerate(rows_dims))
     inside = {r.id for op in kernel.ops for r in op.results}
@@ -122,7 +124,7 @@ def row_values(kernel: Kernel, rows_dims, written: set[int]) -> set[int]:
     return at_row - written
 
 
-def _reads(kernel: Kernel, k: int) -> dict[int, tuple]:
+def _reads(kernel: Kernel, k: int, assume: frozenset) -> dict[int, tuple]:
     """Value id -> the join of the abstract indices the kernel reads it at."""
     reads: dict[int, tuple] = {}
     for out in kernel.outputs:
@@ -134,6 +136,6 @@ def _reads(kernel: Kernel, k: int) -> dict[int, tuple]:
         idx = reads.get(op.results[0].id)
         if idx is None:
             continue
-        for x, sub in zip(op.operands, _operand_indices(op, idx)):
+        for x, sub in zip(op.operands, _operand_indices(op, idx, assume)):
             reads[x.id] = _join(reads.get(x.id), _norm(x, sub))
     return reads

@@ -88,7 +88,7 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
     r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
-    r.row_values = row_values(kernel, rows_dims, {v.id for v in kernel.outputs})
+    r.row_values = row_values(kernel, rows_dims, {v.id for v in kernel.outputs}, r.assume)
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values:
@@ -128,7 +128,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
 
     r = _Renderer(w, inputs, dim, assume)
     reduced = {v.id for op in reduces for v in op.results}   # accumulators, not row values
-    r.row_values = row_values(kernel, rows_dims, reduced)
+    r.row_values = row_values(kernel, rows_dims, reduced, r.assume)
     # full-shape values that a later phase reads, and that cost more than a load to
     # recompute, are kept in a row buffer
     producer = {res.id: op for op in kernel.ops for res in op.results}
