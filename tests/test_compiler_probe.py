@@ -59,3 +59,23 @@ def test_kernels_with_conditional_loads_keep_their_branches():
                if k.kind != "alias")
     assert any(needs_branches(k) for k in kernels(lambda x: jnp.pad(x, 1) * 2, x))
     assert any(needs_branches(k) for k in kernels(lambda i: (i // 3).sum(1), x.astype(np.int32)))
+
+
+def test_pooling_keeps_its_branches_only_where_it_tests_bounds():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    from jdisc.lowering.codegen import needs_branches
+
+    def window_kernels(padding):
+        f = lambda x: jax.lax.reduce_window(jax.nn.relu(x), -jnp.inf, jax.lax.max,
+                                            (1, 2, 2, 1), (1, 2, 2, 1), padding)
+        x = np.ones((2, 8, 8, 32), np.float32)
+        prog = jdisc.jit(f, dynamic_axes=({0: "b", 1: "h", 2: "w"},)).compiled_for(x).program
+        return [k for k in prog.kernels if k.kind == "window"]
+    # VALID: every window position is inside, no test, so GCC may if-convert the NaN-aware max
+    # and vectorise the channel loop (W4's ReLU + max-pool)
+    assert window_kernels("VALID") and not any(map(needs_branches, window_kernels("VALID")))
+    # SAME over dynamic H/W: padding, hence a bounds test around the lane loop
+    assert all(map(needs_branches, window_kernels("SAME")))

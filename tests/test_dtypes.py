@@ -341,3 +341,39 @@ def test_int_to_float_rounds_once(rng):
 
 
 # bitcast_convert between bit widths: tests/test_bitcast.py
+
+
+def _same_floats(got, want):
+    """Equal as IEEE values: NaN where XLA has NaN, and the sign of every zero."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok], want[ok])
+    np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_and_min_of_signed_zeros_nans_and_infinities(dtype):
+    # jd_fmax / jd_fmin resolve equal zeros without signbit() (so that GCC vectorises them):
+    # every pair of special values, elementwise, in a reduction and in a max-pool window
+    # (no subnormals: XLA's CPU kernels flush them to zero, jdisc's do not)
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 2.5],
+                       dtype)
+    a = np.repeat(special, len(special))[None].repeat(3, 0)
+    b = np.tile(special, len(special))[None].repeat(3, 0)
+    with jax.enable_x64(dtype == np.float64):
+        fns = {
+            "elementwise": lambda a, b: (jnp.maximum(a, b), jnp.minimum(a, b)),
+            "reduce": lambda a, b: (jnp.max(jnp.stack([a, b], -1), -1),
+                                    jnp.min(jnp.stack([a, b], -1), -1)),
+            "window": lambda a, b: (lax.reduce_window(jnp.stack([a, b], -1), -jnp.inf,
+                                                      lax.max, (1, 1, 2), (1, 1, 2), "VALID"),
+                                    lax.reduce_window(jnp.stack([a, b], -1), jnp.inf,
+                                                      lax.min, (1, 1, 2), (1, 1, 2), "VALID")),
+        }
+        for name, f in fns.items():
+            got = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"}))(a, b)
+            want = jax.jit(f)(a, b)
+            for g, w in zip(got, want):
+                _same_floats(g, w)

@@ -167,13 +167,22 @@ def _reads_conditionally(op) -> bool:
     reducer body counts its ops. Window and convolution kernels count too, even where their
     lane loops have no branch inside: a bounds test around a short constant-length lane loop
     (a padded window over 6 lanes) is if-converted once GCC unrolls the lanes, and was
-    miscompiled (test_cnn_kernels.py::test_pooling_rank_2_and_window_on_the_last_dim)."""
+    miscompiled (test_cnn_kernels.py::test_pooling_rank_2_and_window_on_the_last_dim). A
+    window with no padding, dilation or base dilation has no bounds test at all (every
+    position it reads is inside: reductions._window_index), so it reads unconditionally."""
     if any(_reads_conditionally(inner) for region in op.regions for inner in region.ops):
         return True
-    if op.name in _BRANCH_FREE or op.name == "return":
+    if op.name in _BRANCH_FREE or op.name == "return" or op.name == "reduce_window" and \
+            _unguarded_window(op):
         return False
     return not (op.name in _FLOAT_ONLY and all(v.dtype in ("f32", "f64", "f16", "bf16")
                                                for v in list(op.operands) + list(op.results)))
+
+
+def _unguarded_window(op) -> bool:
+    a = op.attrs
+    return all(d == 1 for d in a["base_dilations"]) and all(
+        d == 1 for d in a["window_dilations"]) and all(p == 0 for p in a["padding"])
 
 
 KEEP_BRANCHES_MACRO = """#if defined(__GNUC__) && !defined(__clang__)

@@ -349,10 +349,15 @@ def c_prelude() -> str:
         "return b < 0 ? b ^ 0x7fffffffffffffffLL : b; }",
     ]
     for t, ct in (("f32", "float"), ("f64", "double")):
+        # NaN wins; max(-0, +0) is +0 and min(-0, +0) is -0, as in XLA. Equal zeros are
+        # resolved by an addition (+0 + -0 == +0; min negates around it), not by signbit(),
+        # which GCC 12 cannot vectorise: a max-pool's or softmax's lane loop stayed scalar.
         lines.append(f"static inline {ct} jd_fmax_{t}({ct} a, {ct} b) "
-                     f"{{ return (a != a || a > b) ? a : (b != b ? b : (a == b && !signbit(a)) ? a : b); }}")
+                     f"{{ return (a != a || a > b) ? a : (b != b || b > a) ? b : "
+                     f"(a == 0 ? a + b : a); }}")
         lines.append(f"static inline {ct} jd_fmin_{t}({ct} a, {ct} b) "
-                     f"{{ return (a != a || a < b) ? a : (b != b ? b : (a == b && signbit(a)) ? a : b); }}")
+                     f"{{ return (a != a || a < b) ? a : (b != b || b < a) ? b : "
+                     f"(a == 0 ? -((-a) + (-b)) : a); }}")
         # a*b + c, fused (one rounding) where the target has a fast fma (convolution kernels)
         fast = "FP_FAST_FMAF" if t == "f32" else "FP_FAST_FMA"
         lines.append(f"#ifdef {fast}\nstatic inline {ct} jd_fma_{t}({ct} a, {ct} b, {ct} c) "
