@@ -45,6 +45,7 @@ class Compiled:
         self.kept = exported.kept_inputs
         self._dropped_named = [i for i in range(len(self.leaves))
                                if i not in set(self.kept) and self.leaves[i].axes]
+        self._all_kept = list(self.kept) == list(range(len(self.leaves)))
 
     @property
     def c_source(self) -> str:
@@ -53,6 +54,16 @@ class Compiled:
     def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
         if len(flat_args) != len(self.leaves):
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
+        fast = self.executable.fast_call
+        if fast is not None and not self._dropped_named and not self.executable.cprog.donation:
+            device = _committed_device(flat_args, self.leaves)
+            try:
+                outs = fast(list(flat_args) if self._all_kept
+                            else [flat_args[i] for i in self.kept])
+            except ShapeError as err:
+                raise self._name_constraint_axes(err, flat_args) from None
+            if outs is not None:
+                return [runtime.to_jax(o, device) for o in outs]
         if self._dropped_named:
             self._check_dropped([self._as_array(x, spec)
                                  for x, spec in zip(flat_args, self.leaves)])

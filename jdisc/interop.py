@@ -29,8 +29,11 @@ if TYPE_CHECKING:
 VMAP_DIM = "vmap_batch"
 
 
-def is_traced(flat: list) -> bool:
-    return any(isinstance(x, jax.core.Tracer) for x in flat)
+def is_traced(flat: list, _tracer=jax.core.Tracer) -> bool:
+    for x in flat:      # (a loop, not any(generator): this runs on every eager call)
+        if isinstance(x, _tracer):
+            return True
+    return False
 
 
 def traced_call(jf: "JdiscFunction", entry: "Compiled", flat: list) -> list:

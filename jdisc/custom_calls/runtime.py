@@ -8,6 +8,7 @@ computes and handed to JAX.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import threading
@@ -45,6 +46,21 @@ class Executable:
         lib.jd_set_num_threads(num_threads(), int(threads_pinned()))
         lib.jd_set_blas_threads.argtypes = [ctypes.c_int]
         lib.jd_set_blas_threads(blas_threads())
+
+    @functools.cached_property
+    def fast_call(self):
+        """`call(args) -> outputs | None` through the C extension (custom_calls/eager.py): one
+        C call checks, binds, allocates and runs; None where that extension is unavailable."""
+        from jdisc.custom_calls import eager
+        try:
+            from jax._src.array import ArrayImpl
+        except ImportError:     # pragma: no cover - then only numpy inputs take the C path
+            ArrayImpl = None
+        ins = self.cprog.inputs
+        return eager.fast_call(self.library.handle, self._n_dims,
+                               [numpy_dtype(s.dtype) for s in ins], [len(s.shape) for s in ins],
+                               self._out_dtypes, self._out_ranks, ArrayImpl, ShapeError,
+                               RuntimeCheckError)
 
     def _scratch(self) -> "_Scratch":
         """Per-thread reusable argument buffers (calls from several threads never share)."""

@@ -1,0 +1,92 @@
+"""The eager call path in C: a small CPython extension (eager.c), built on first use.
+
+`fast_call(executable)` returns `call(args) -> list of numpy outputs | None` for a loaded
+program, or None when the extension cannot be built here (no Python headers, no compiler) or
+`JDISC_EAGER_C=0`; the ctypes path in runtime.py then serves every call. The module is built
+once per eager.c, Python and numpy version, into the jdisc cache (`eager-<key>/`), with the
+same compiler as the kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+
+import numpy as np
+
+from jdisc.custom_calls.compiler import cache_dir, compiler_command
+
+_SOURCE = os.path.join(os.path.dirname(__file__), "eager.c")
+_LOCK = threading.Lock()
+_MODULE: list = []      # [module or None] once tried
+
+
+def enabled() -> bool:
+    return os.environ.get("JDISC_EAGER_C", "1").strip() not in ("0", "")
+
+
+def module():
+    """The built extension module, or None when it cannot be built (tried once)."""
+    if _MODULE:
+        return _MODULE[0]
+    with _LOCK:
+        if not _MODULE:
+            try:
+                _MODULE.append(_load(_build()))
+            except Exception:       # no headers or compiler: the ctypes path serves
+                _MODULE.append(None)
+    return _MODULE[0]
+
+
+def _build() -> str:
+    with open(_SOURCE, "rb") as f:
+        source = f.read()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    key = hashlib.sha256(b"\0".join([source, sys.version.encode(), np.__version__.encode(),
+                                     " ".join(compiler_command()).encode()])).hexdigest()[:16]
+    folder = os.path.join(cache_dir(), f"eager-{key}")
+    path = os.path.join(folder, "_jdisc_eager" + suffix)
+    if os.path.exists(path):
+        return path
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="_jdisc_eager.", suffix=".tmp")
+    os.close(fd)
+    try:
+        cmd = compiler_command() + [
+            "-O2", "-fPIC", "-shared", "-std=c99", "-I", sysconfig.get_paths()["include"],
+            "-I", np.get_include(), _SOURCE, "-o", tmp]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("_jdisc_eager", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fast_call(lib: ctypes.CDLL, n_dims: int, in_dtypes, in_ranks, out_dtypes, out_ranks,
+              array_type, shape_error, run_error):
+    """A one-argument `call(args)` for the program in `lib`, or None (see the module doc)."""
+    mod = module() if enabled() and array_type is not None else None
+    if mod is None:
+        return None
+    address = lambda f: ctypes.cast(f, ctypes.c_void_p).value   # noqa: E731
+    plan = (address(lib.jd_prepare), address(lib.jd_run), n_dims, array_type,
+            tuple(np.dtype(d) for d in in_dtypes), tuple(in_ranks),
+            tuple(np.dtype(d) for d in out_dtypes), tuple(out_ranks), shape_error, run_error)
+    call = mod.call
+    return lambda args: call(plan, args)
