@@ -135,8 +135,9 @@ def _generate(prog: Program) -> CProgram:
 
 # GCC 12 on AVX2 turns a conditional load in a loop that spans several vectors into masked
 # loads that all use the first vector's mask (custom_calls/probe.py). Loads are conditional
-# only where an operand is read in one arm of a branch: a select's operands, a pad's or a
-# concatenate's source, an integer division's dividend. Kernels made only of the ops below
+# only where an operand is read in one arm of a branch: a pad's or a concatenate's source, an
+# integer division's dividend (a select is a bit blend of both operands, scalar_ops._select,
+# so it reads them unconditionally). Kernels made only of the ops below
 # (each reads all its operands unconditionally) keep GCC's loop if-conversion, which
 # vectorises their branchy math (tanh, exp, NaN-aware max); every other kernel carries
 # JD_KEEP_BRANCHES: no if-conversion, so no masked loads, on GCC only (the probe checks that
@@ -145,7 +146,7 @@ _BRANCH_FREE = frozenset("""
     add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
     logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
     broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
-    dim_constant
+    dim_constant select
 """.split())
 _FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms branch on values
 
@@ -154,8 +155,10 @@ def needs_branches(k: Kernel) -> bool:
     if k.kind == "stitch" and k.outputs:
         # a stitch kernel's row loop starts with a test (`if (jd_failed) continue;`): with
         # short static rows GCC unrolls the columns and may vectorise across rows under it
+        # (the columns are the reduced dims, which a reduction's own output does not have)
+        reduces = [op for op in k.ops if op.name == "reduce"]
         n_cols = 1
-        for d in k.outputs[0].shape[k.row_rank:]:
+        for d in (reduces[0].operands[0] if reduces else k.outputs[0]).shape[k.row_rank:]:
             n_cols = n_cols * d
         if isinstance(n_cols, int) and n_cols < 64:
             return True

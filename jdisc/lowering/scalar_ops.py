@@ -164,7 +164,27 @@ def _is_finite(a, dts, out, op):
 
 
 def _select(a, dts, out, op):
-    return f"(({a[0]}) ? ({a[1]}) : ({a[2]}))"
+    """A blend of the operands' bits under a mask, not `c ? x : y`: both operands are
+    evaluated and nothing branches, so no load is conditional (GCC 12's masked-load bug,
+    custom_calls/probe.py) and the kernel keeps loop if-conversion (a ReLU's backward
+    `where(x > 0, g, 0)` vectorised: 5.9 -> 0.3 ms on 1.4M elements). Both operands are
+    in bounds whenever the select's result is (they have its shape), and evaluating an
+    operand has no side effect (integer division by 0 is defined: scalar ops' XLA rules)."""
+    bits = _BLEND_WIDTH[out]
+    if out in ("f32", "f64"):
+        return f"jd_blend_{out}({a[0]}, {a[1]}, {a[2]})"
+    blended = f"jd_blend_u{bits}({a[0]}, (uint{bits}_t)({a[1]}), (uint{bits}_t)({a[2]}))"
+    return blended if ctype(out) == f"uint{bits}_t" else f"(({ctype(out)}){blended})"
+
+
+_BLEND_WIDTH = {"f32": 32, "f64": 64, "f16": 16, "bf16": 16, "i1": 8, **INT_BITS}
+_BLEND_C = "\n".join(
+    [f"static inline uint{b}_t jd_blend_u{b}(int c, uint{b}_t a, uint{b}_t b) "
+     f"{{ const uint{b}_t m = (uint{b}_t)-(uint{b}_t)(c != 0); "
+     f"return (uint{b}_t)((a & m) | (b & (uint{b}_t)~m)); }}" for b in (8, 16, 32, 64)]
+    + [f"static inline {ct} jd_blend_{t}(int c, {ct} a, {ct} b) "
+       f"{{ return jd_{t}_from_bits(jd_blend_u{b}(c, jd_{t}_bits(a), jd_{t}_bits(b))); }}"
+       for t, ct, b in (("f32", "float", 32), ("f64", "double", 64))])
 
 
 def _clamp(a, dts, out, op):
@@ -342,7 +362,7 @@ def _int_bit_prelude(t: str, bits: int) -> list[str]:
 
 def c_prelude() -> str:
     """Helpers the rendered expressions call, defined once per generated file."""
-    lines = [HALF_C, _REDUCE_PRECISION] + _half_prelude() + [
+    lines = [HALF_C, _BLEND_C, _REDUCE_PRECISION] + _half_prelude() + [
         "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
         "return b < 0 ? b ^ 0x7fffffff : b; }",
         "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "
