@@ -8,7 +8,6 @@ computes and handed to JAX.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 import os
 import threading
@@ -47,10 +46,20 @@ class Executable:
         lib.jd_set_blas_threads.argtypes = [ctypes.c_int]
         lib.jd_set_blas_threads(blas_threads())
 
-    @functools.cached_property
+    @property
     def fast_call(self):
         """`call(args) -> outputs | None` through the C extension (custom_calls/eager.py): one
-        C call checks, binds, allocates and runs; None where that extension is unavailable."""
+        C call checks, binds, allocates and runs; None where that extension is unavailable
+        (or still being built: asked again on the next call)."""
+        fast = self.__dict__.get("_fast", False)
+        if fast is False:
+            fast = self._make_fast_call()
+            from jdisc.custom_calls import eager
+            if fast is not None or eager.ready() or not eager.enabled():
+                self.__dict__["_fast"] = fast
+        return fast
+
+    def _make_fast_call(self):
         from jdisc.custom_calls import eager
         try:
             from jax._src.array import ArrayImpl
