@@ -109,8 +109,10 @@ def source(prog: Program, env: dict | None = None, seed: int = 0, tols=None) -> 
     lines = ["import jax, jax.numpy as jnp, numpy as np", "from jax import lax", "import jdisc",
              ""] + function_source(prog, envs) + [""] + input_code(prog, env, seed)
     args = ", ".join(f"x{i}" for i in range(prog.n_in))
-    lines += [f"jf = jdisc.jit(f, dynamic_axes={dynamic_axes(prog)!r})",
-              f"for got, want in zip(jf({args}), jax.jit(f)({args})):",
+    donated = tuple(range(prog.n_in))
+    lines += [f"jf = jdisc.jit(f, dynamic_axes={dynamic_axes(prog)!r}, donate_argnums={donated!r})",
+              f"want = jax.jit(f)({args})",
+              f"for got, want in zip(jf(*map(jnp.asarray, ({args},))), want):",
               "    got, want = np.asarray(got), np.asarray(want)",
               "    print(got.shape, want.shape, np.max(np.abs(got.astype(float) - "
               "want.astype(float)), initial=0))"]
