@@ -365,6 +365,8 @@ def test_max_and_min_of_signed_zeros_nans_and_infinities(dtype):
     with jax.enable_x64(dtype == np.float64):
         fns = {
             "elementwise": lambda a, b: (jnp.maximum(a, b), jnp.minimum(a, b)),
+            "clamp": lambda a, b: (lax.clamp(b, a, jnp.float32(0.5).astype(a.dtype)),
+                                   lax.clamp(jnp.float32(-0.0).astype(a.dtype), a, b)),
             "reduce": lambda a, b: (jnp.max(jnp.stack([a, b], -1), -1),
                                     jnp.min(jnp.stack([a, b], -1), -1)),
             "window": lambda a, b: (lax.reduce_window(jnp.stack([a, b], -1), -jnp.inf,
