@@ -286,3 +286,33 @@ def test_stitch_row_read_through_a_broadcast_only_the_checks_prove_exact():
     f = lambda x: jax.nn.softmax(jax.lax.pad(x, -2.0, ((-1, 0, 1), (-1, 2, 0), (0, 0, 0))), axis=2)
     make = lambda n: (np.linspace(-1, 1, n, dtype=np.float32).reshape(n, 1, 1),)
     check_against_jax(f, ({0: "a"},), make, (1, 2, 3, 7, 13), tol=1e-6)
+
+
+def test_variadic_reduce_over_inputs_whose_sizes_agree_only_at_run_time():
+    # found by the fuzzer (batch seed 38100041): argmax over a pad with interior padding; the
+    # padded size is b + max(b - 1, 0) + 1 and argmax's iota 2*b, equal for b >= 1 only. No
+    # check was emitted for the reduce's two inputs, so the plan checker refused the program;
+    # now the launcher checks it (at b = 0, jax.export's program itself has no meaning)
+    f = lambda x: jnp.argmax(jax.lax.pad(x, jnp.float32(0.0), ((1, 0, 1), (0, 0, 0))), axis=0)
+    make = lambda n: (np.linspace(-1, 1, 3 * n, dtype=np.float32).reshape(n, 3),)
+    check_against_jax(f, ({0: "b"},), make, (1, 2, 3, 7, 13), tol=0)
+    with pytest.raises(jdisc.errors.ShapeError, match="b = 0"):
+        jdisc.jit(f, dynamic_axes=({0: "b"},))(np.zeros((0, 3), np.float32))
+
+
+@pytest.mark.parametrize("dtype, pref", [(np.float32, None), (np.float64, None),
+                                          (jnp.bfloat16, np.float32), (np.float16, None)])
+def test_contraction_of_size_one_keeps_the_sign_of_zero(dtype, pref):
+    # found by the fuzzer (batch seed 38100052): XLA turns a dot whose contraction has size 1
+    # into a multiply, so 0 * -1 is -0; the GEMM accumulated from +0 and gave +0 (seen through
+    # a bitcast). Static and dynamic k, a batch dim too.
+    def f(a, b):
+        return jnp.einsum("zij,zil->zjl", a, b, preferred_element_type=pref)
+    with jax.enable_x64(dtype == np.float64):
+        for k, axes in [(1, (None, None)), (1, ({1: "k"}, {1: "k"})), (3, ({1: "k"}, {1: "k"}))]:
+            a = np.zeros((2, k, 3), dtype)
+            b = np.linspace(-2, 2, 2 * k * 4).reshape(2, k, 4).astype(dtype)
+            got = np.asarray(jdisc.jit(f, dynamic_axes=axes)(a, b)).astype(np.float64)
+            want = np.asarray(jax.jit(f)(a, b)).astype(np.float64)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

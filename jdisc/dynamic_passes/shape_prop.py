@@ -246,6 +246,8 @@ class _Propagator(SymbolicContents):
     def shape_reduce(self, op):
         n = len(op.results)
         dims = op.attrs["dimensions"]
+        for x in op.operands[1:n]:      # a variadic reduce (argmax) walks its inputs together
+            self.same_shape(op, op.operands[0].shape, x.shape, "operand shapes")
         return [tuple(d for i, d in enumerate(x.shape) if i not in dims) for x in op.operands[:n]]
 
     def shape_concatenate(self, op):

@@ -61,6 +61,7 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     w(f"const int64_t gemm_m = {dim(_prod(lay.m))}, gemm_n = {dim(_prod(lay.n))}, "
       f"gemm_k = {dim(_prod(lay.k))};")
     w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return 0;")
+    _emit_outer_product(w, op, a, b, output)
     if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
@@ -95,6 +96,24 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
                 w(f"for (int64_t k = 0; k < gemm_k; k++) acc += "
                   f"{cast(f'pa[{ia}]', a_dt, acc_dt)} * {cast(f'pb[{ib}]', b_dt, acc_dt)};")
                 w(f"{output}[(b * gemm_m + i) * gemm_n + j] = {narrow('acc', out.dtype)};")
+
+
+def _emit_outer_product(w: CWriter, op: Op, a: str, b: str, output: str) -> None:
+    """A contraction of size 1 is a product per element, as XLA computes it (its simplifier
+    turns such a dot into a multiply): `0 * -1` is -0 there, where a GEMM's accumulator,
+    starting from +0, gives +0. With k = 1 both operands' layouts index by i and j alone."""
+    out = op.results[0]
+    acc_dt = compute_dtype(out.dtype)
+    a_dt, b_dt = op.operands[0].dtype, op.operands[1].dtype
+    with w.block("if (gemm_k == 1)"):
+        with w.block("for (int64_t b = 0; b < gemm_nb; b++)"):
+            with w.block("for (int64_t i = 0; i < gemm_m; i++)"):
+                w(f"const {ctype(acc_dt)} ai = {cast(f'{a}[b * gemm_m + i]', a_dt, acc_dt)};")
+                bj = cast(f"{b}[b * gemm_n + j]", b_dt, acc_dt)
+                with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
+                    w(f"{output}[(b * gemm_m + i) * gemm_n + j] = "
+                      f"{narrow(f'ai * {bj}', out.dtype)};")
+        w("return 0;")
 
 
 BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
