@@ -55,15 +55,19 @@ class Compiled:
         if len(flat_args) != len(self.leaves):
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
         fast = self.executable.fast_call
-        if fast is not None and not self._dropped_named and not self.executable.cprog.donation:
+        donation = self.executable.cprog.donation
+        if fast is not None and not self._dropped_named:
             device = _committed_device(flat_args, self.leaves)
+            kept = list(flat_args) if self._all_kept else [flat_args[i] for i in self.kept]
+            given = self._donated_buffers(flat_args) if donation else {}
             try:
-                outs = fast(list(flat_args) if self._all_kept
-                            else [flat_args[i] for i in self.kept])
+                outs = fast(kept, tuple(given[j][1] if j in given else None
+                                        for j in range(len(self.exported.out_names)))
+                            if given else None)
             except ShapeError as err:
                 raise self._name_constraint_axes(err, flat_args) from None
             if outs is not None:
-                return [runtime.to_jax(o, device) for o in outs]
+                return self._wrap(outs, device, given)
         if self._dropped_named:
             self._check_dropped([self._as_array(x, spec)
                                  for x, spec in zip(flat_args, self.leaves)])
@@ -81,32 +85,42 @@ class Compiled:
             else:
                 shapes.append(x.shape)
                 pointers.append(ptr)
-        given = self._donated_buffers(flat_args, pointers) if donation else {}
+        given = self._donated_buffers(flat_args) if donation else {}
         try:
             outs = self.executable.run_pointers(shapes, pointers, given)
         except ShapeError as err:
             raise self._name_constraint_axes(err, flat_args) from None
         del alive
+        return self._wrap(outs, device, given)
+
+    @staticmethod
+    def _wrap(outs: list, device, given: dict) -> list[jax.Array]:
+        """The outputs as jax.Arrays; a donated input whose buffer an output took is deleted."""
         if not given:
             return [runtime.to_jax(o, device) for o in outs]
         results = [runtime.to_jax(o, device, owned=j not in given) for j, o in enumerate(outs)]
-        for j, (x, _) in given.items():
-            if outs[j] is given[j][1]:      # written into the donated buffer: x is used up
+        for j, (x, view) in given.items():
+            if outs[j] is view:      # written into the donated buffer: x is used up
                 x.delete()
         return results
 
-    def _donated_buffers(self, flat_args: Sequence[Any], pointers: list[int]) -> dict:
+    def _donated_buffers(self, flat_args: Sequence[Any]) -> dict:
         """Result position -> (donated jax.Array, a writable view of its buffer) for the
         donations the plan allows (cprog.donation) whose argument is a jax.Array on the CPU
-        that no other argument shares."""
+        whose memory no other argument may share (the same array twice, a numpy view of it).
+        Below 1 MiB a fresh output costs less than handing a reused buffer back to jax (DLPack,
+        about 40 us), so such donations are left alone."""
+        kept = [flat_args[i] for i in self.kept]
         given = {}
         for pos, j in self.executable.cprog.donation:
-            x = flat_args[self.kept[pos]]
-            if type(x) is not _ArrayImpl or pointers.count(pointers[pos]) != 1 or \
-                    _cpu_pointer(x, self.leaves[self.kept[pos]]) != pointers[pos]:
+            x = kept[pos]
+            if type(x) is not _ArrayImpl or x.nbytes < runtime.ZERO_COPY_MIN_BYTES:
                 continue
-            view = runtime.writable_view(x, pointers[pos])
-            if view is not None:
+            ptr = _cpu_pointer(x, self.leaves[self.kept[pos]])
+            view = runtime.writable_view(x, ptr) if ptr is not None else None
+            shared = view is None or any(other is x or _may_overlap(view, other)
+                                         for k, other in enumerate(kept) if k != pos)
+            if not shared:
                 given[j] = (x, view)
         return given
 
@@ -199,6 +213,20 @@ def _committed_device(flat_args: Sequence[Any], leaves) -> Any:
                 f"{devices[0]}: as with jax.jit, the committed inputs of one call must be on "
                 f"one device (move them with jax.device_put)")
     return device
+
+
+def _may_overlap(view: np.ndarray, other: Any) -> bool:
+    """Whether an argument may read the memory of `view` (a donated buffer). Arguments that
+    are neither arrays nor jax.Arrays are copied before the call."""
+    if isinstance(other, np.ndarray):
+        return bool(np.may_share_memory(view, other))
+    if type(other) is _ArrayImpl:
+        try:
+            start, n = other.unsafe_buffer_pointer(), other.nbytes
+        except Exception:   # not on one CPU device: the call copies it (or refuses it)
+            return False
+        return start < view.ctypes.data + view.nbytes and view.ctypes.data < start + n
+    return False
 
 
 def _sharded_message(name: str, x: Any) -> str:

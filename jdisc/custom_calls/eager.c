@@ -1,12 +1,14 @@
 /* jdisc's eager call path in C: one call from Python per jdisc call.
  *
- * call(plan, args) checks each argument (a single-device CPU jax.Array, or a C-contiguous
+ * call(plan, args[, given]) checks each argument (a single-device CPU jax.Array, or a C-contiguous
  * numpy array, of the compiled dtype and rank), reads its shape and data address, binds the
  * dimension variables (the program's jd_prepare, which checks every shape), allocates the
  * outputs as numpy arrays and runs the program (jd_run, without the GIL). It returns the
  * outputs, or None when an argument needs the general path in Python (anything else: Python
  * scalars, other dtypes, non-contiguous arrays, a deleted array...), which then reports
- * what is wrong. Built once per Python and numpy version (custom_calls/eager.py).
+ * what is wrong. `given` (optional, one entry per output, None or a numpy array) supplies an
+ * output's buffer (a donated input's), used when its shape and dtype are the output's. Built
+ * once per Python and numpy version (custom_calls/eager.py).
  *
  * plan = (jd_prepare address, jd_run address, number of dimension variables, the jax.Array
  *         type, input dtypes, input ranks, output dtypes, output ranks, the exception raised
@@ -63,12 +65,12 @@ static int argument(PyObject *x, PyObject *array_type, PyObject *dtype, Py_ssize
 
 static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     (void)self;
-    if (argc != 2 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) != 10 ||
-            !PyList_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "call(plan: tuple, args: list)");
+    if (argc < 2 || argc > 3 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) != 10 ||
+            !PyList_Check(argv[1]) || (argc == 3 && !PyTuple_Check(argv[2]))) {
+        PyErr_SetString(PyExc_TypeError, "call(plan: tuple, args: list[, given: tuple])");
         return NULL;
     }
-    PyObject *plan = argv[0], *args = argv[1];
+    PyObject *plan = argv[0], *args = argv[1], *given = argc == 3 ? argv[2] : NULL;
     prepare_fn prepare = (prepare_fn)PyLong_AsVoidPtr(PyTuple_GET_ITEM(plan, 0));
     run_fn run = (run_fn)PyLong_AsVoidPtr(PyTuple_GET_ITEM(plan, 1));
     Py_ssize_t n_dims = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 2));
@@ -111,6 +113,21 @@ static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
         for (int d = 0; d < rank; d++) shape[d] = (npy_intp)out_dims[pos + d];
         pos += rank;
         PyArray_Descr *descr = (PyArray_Descr *)PyTuple_GET_ITEM(out_dtypes, j);
+        PyObject *g = given && j < PyTuple_GET_SIZE(given) ? PyTuple_GET_ITEM(given, j) : NULL;
+        if (g && PyArray_Check(g) && PyArray_NDIM((PyArrayObject *)g) == rank &&
+                PyArray_IS_C_CONTIGUOUS((PyArrayObject *)g) &&
+                PyArray_ISWRITEABLE((PyArrayObject *)g) &&
+                PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)g), descr)) {
+            int same = 1;
+            for (int d = 0; d < rank; d++)
+                same = same && PyArray_DIM((PyArrayObject *)g, d) == shape[d];
+            if (same && PyArray_NBYTES((PyArrayObject *)g) > 0) {
+                Py_INCREF(g);
+                outs[j] = PyArray_DATA((PyArrayObject *)g);
+                PyList_SET_ITEM(result, j, g);
+                continue;
+            }
+        }
         Py_INCREF(descr);   /* stolen by the constructor */
         PyObject *o = PyArray_NewFromDescr(&PyArray_Type, descr, rank, shape, NULL, NULL, 0,
                                            NULL);

@@ -112,4 +112,5 @@ def fast_call(lib: ctypes.CDLL, n_dims: int, in_dtypes, in_ranks, out_dtypes, ou
             tuple(np.dtype(d) for d in in_dtypes), tuple(in_ranks),
             tuple(np.dtype(d) for d in out_dtypes), tuple(out_ranks), shape_error, run_error)
     call = mod.call
-    return lambda args: call(plan, args)
+    return lambda args, given=None: call(plan, args) if given is None else \
+        call(plan, args, given)

@@ -133,7 +133,7 @@ class _Scratch:
         self.err = ctypes.create_string_buffer(_ERR_LEN)
 
 
-_ZERO_COPY_MIN_BYTES = 1 << 20
+ZERO_COPY_MIN_BYTES = 1 << 20
 
 
 class _BufferView:
@@ -174,7 +174,7 @@ def to_jax(arr: np.ndarray, device=None, owned: bool = True):
             return out if device is None else jax.device_put(out, device)
         except Exception:   # not importable without a copy: the copy below
             pass
-    if device is None and arr.nbytes >= _ZERO_COPY_MIN_BYTES:
+    if device is None and arr.nbytes >= ZERO_COPY_MIN_BYTES:
         try:
             return jax.dlpack.from_dlpack(arr)
         except Exception:   # e.g. an alignment XLA does not accept: copy instead

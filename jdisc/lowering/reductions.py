@@ -7,12 +7,18 @@ reduced position (or window position) combines a whole contiguous row of input i
 inner loop is independent across its elements, so it vectorises, and rows run in parallel.
 Each output element still combines its values in the same order as the scalar schedule, so
 both give the same bits. Otherwise, each output element is a scalar loop over its values.
+
+A cumulative window (`jnp.cumsum`, `cummax`, `cumprod`: the window spans its whole axis, padded
+by size - 1 below) is a running scan along that axis instead, O(n) rather than O(n^2). It
+combines the same values in the same order as the window loop (init, then x0, x1, ...), so it
+gives the same bits for any reducer.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim
@@ -41,7 +47,10 @@ def emit_window(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     r = _Renderer(w, inputs, dim, assume)
     op = kernel.root
     a, last = op.attrs, op.operands[0].rank - 1
-    if last >= 1 and a["window_dimensions"][last] == 1 and a["window_strides"][last] == 1 \
+    axis = scan_axis(op)
+    if axis is not None:
+        _window_scan(w, r, op, outputs, dim, axis)
+    elif last >= 1 and a["window_dimensions"][last] == 1 and a["window_strides"][last] == 1 \
             and a["base_dilations"][last] == 1 and a["padding"][2 * last] == 0 \
             and a["padding"][2 * last + 1] == 0:
         _window_rows(w, r, op, outputs, dim)
@@ -95,6 +104,53 @@ def _window_scalar(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) ->
         r.pop()
     close_inner()
     _write_accs(w, r, accs, outputs, oidx, out)
+    close_outer()
+
+
+def scan_axis(op: Op) -> int | None:
+    """The axis of a cumulative window: one operand, unit strides and dilations, one axis
+    whose window is the axis's size with padding (size - 1, 0), and windows of 1 without
+    padding elsewhere. None for any other window."""
+    a, x = op.attrs, op.operands[0]
+    if len(op.operands) != 2:
+        return None
+    found = None
+    for d in range(x.rank):
+        size, lo, hi = a["window_dimensions"][d], a["padding"][2 * d], a["padding"][2 * d + 1]
+        if a["window_strides"][d] != 1 or a["base_dilations"][d] != 1 or \
+                a["window_dilations"][d] != 1:
+            return None
+        if size == 1 and lo == 0 and hi == 0:
+            continue
+        if found is not None or symbolic.prove_eq(size, x.shape[d]) is not True or \
+                symbolic.prove_eq(lo, x.shape[d] - 1) is not True or \
+                symbolic.prove_eq(hi, 0) is not True:
+            return None
+        found = d
+    return found
+
+
+def _window_scan(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim, axis: int) -> None:
+    """A running scan along `axis` for every position of the other axes (in parallel when
+    the output is large): the output at i is init combined with x[0], ..., x[i] in order."""
+    out = op.results[0]
+    others = [d for d in range(out.rank) if d != axis]
+    if others:
+        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
+          f"if ({dim(out.shape[others[0]])} > 1 && {dim(out.num_elements())} >= 4096)")
+    oidx, close_outer = _loop_nest(w, [out.shape[d] for d in others], dim)
+    r.push()
+    accs = _init_accs(w, r, op.operands[1:], op.results)
+    w(f"for (int64_t s = 0; s < {dim(out.shape[axis])}; s++) {{")
+    w.level += 1
+    r.push()
+    idx = list(oidx)
+    idx.insert(axis, "s")
+    _combine(w, r, op, accs, [r.load(op.operands[0], tuple(idx))])
+    _write_accs(w, r, accs, outputs, tuple(idx), out)     # (pops the element's scope)
+    w.level -= 1
+    w("}")
+    r.pop()
     close_outer()
 
 
