@@ -108,13 +108,16 @@ class Compiled:
         """Result position -> (donated jax.Array, a writable view of its buffer) for the
         donations the plan allows (cprog.donation) whose argument is a jax.Array on the CPU
         whose memory no other argument may share (the same array twice, a numpy view of it).
-        Below 1 MiB a fresh output costs less than handing a reused buffer back to jax (DLPack,
-        about 40 us), so such donations are left alone."""
+        Below 1 MiB (`JDISC_DONATE_MIN_BYTES`) a fresh output costs less than handing a reused
+        buffer back to jax (DLPack, about 40 us), so such donations are left alone."""
         kept = [flat_args[i] for i in self.kept]
         given = {}
+        min_bytes = runtime.donate_min_bytes()
+        if min_bytes is None:
+            return given
         for pos, j in self.executable.cprog.donation:
             x = kept[pos]
-            if type(x) is not _ArrayImpl or x.nbytes < runtime.ZERO_COPY_MIN_BYTES:
+            if type(x) is not _ArrayImpl or x.nbytes < min_bytes or not x.nbytes:
                 continue
             ptr = _cpu_pointer(x, self.leaves[self.kept[pos]])
             view = runtime.writable_view(x, ptr) if ptr is not None else None

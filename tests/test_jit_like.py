@@ -266,6 +266,10 @@ def test_results_live_on_the_inputs_device_and_sharded_inputs_are_refused():
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+# jax < 0.10 frees a deleted array's memory under a live numpy view: jdisc reuses nothing there
+_REUSES = __import__("jdisc.custom_calls.runtime", fromlist=["x"]).donate_min_bytes() is not None
+
+
 def _sgd(p, g):
     return p - 0.25 * g, jnp.sum(g * g)
 
@@ -283,7 +287,7 @@ def test_donated_buffer_takes_the_result(n):
     np.testing.assert_array_equal(np.asarray(new_p), np.asarray(want[0]))
     np.testing.assert_array_equal(np.asarray(loss), np.asarray(want[1]))
     assert not g.is_deleted()
-    if 4 * n < (1 << 20):      # left alone, and still valid
+    if 4 * n < (1 << 20) or not _REUSES:      # left alone, and still valid
         assert not p.is_deleted()
         np.testing.assert_array_equal(np.asarray(p), _arange((n,)) + 1)
         return
@@ -327,7 +331,7 @@ def test_donation_that_cannot_be_used_leaves_the_array_alone(f, shape, why):
     for g, w in zip(jax.tree_util.tree_leaves(jf(x)), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     if why is None:
-        assert x.is_deleted()
+        assert x.is_deleted() == _REUSES
         return
     assert not x.is_deleted(), why
     np.testing.assert_array_equal(np.asarray(x), _arange(shape))
@@ -345,7 +349,7 @@ def test_donation_is_left_alone_for_numpy_shared_and_traced_arguments():
     np.testing.assert_array_equal(a, base)               # numpy: never written
     view = np.asarray(x)                                 # a numpy view of x's buffer
     np.testing.assert_array_equal(np.asarray(jf(x, view[::-1].copy())), base * 2 + base[::-1])
-    assert x.is_deleted()                                # a copy shares nothing: reused
+    assert x.is_deleted() == _REUSES                     # a copy shares nothing: reused
     x = jnp.asarray(base)
     np.testing.assert_array_equal(np.asarray(jf(x, np.asarray(x))), base * 3)
     assert not x.is_deleted()                            # the view shares x's memory

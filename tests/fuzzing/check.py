@@ -3,6 +3,9 @@ at every tested size, outputs compared within their facts' tolerances (`check`).
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import jax
 import numpy as np
 
@@ -70,6 +73,21 @@ def check(progs: list[Program], envs: list[dict], seeds=None) -> list[list[Failu
     return out
 
 
+@contextlib.contextmanager
+def _donate_every_size():
+    """Donated buffers of any size are reused (jdisc's default starts at 1 MiB), so that the
+    small fuzz programs run in place wherever the memory plan allows."""
+    old = os.environ.get("JDISC_DONATE_MIN_BYTES")
+    os.environ["JDISC_DONATE_MIN_BYTES"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["JDISC_DONATE_MIN_BYTES"]
+        else:
+            os.environ["JDISC_DONATE_MIN_BYTES"] = old
+
+
 def _check(progs, envs, seeds) -> list[list[Failure]]:
     import jdisc
     typings = [infer(p, envs) for p in progs]
@@ -97,7 +115,8 @@ def _check(progs, envs, seeds) -> list[list[Failure]]:
         except Exception:                         # jax refuses this size: nothing to compare
             continue
         try:
-            got = jf(*[jax.numpy.asarray(a) for a in args])
+            with _donate_every_size():
+                got = jf(*[jax.numpy.asarray(a) for a in args])
         except Exception as err:
             if type(err).__name__ == "ShapeError" and 0 in env.values() and jf.stats()["compiles"]:
                 # a clear refusal of a size-0 call that jax.jit runs: recorded, as in

@@ -106,7 +106,9 @@ def source(prog: Program, env: dict | None = None, seed: int = 0, tols=None) -> 
     """A standalone script: the function, inputs at env, jdisc against jax.jit."""
     env = env or dict.fromkeys(NAMES, 2)
     envs = [env]
-    lines = ["import jax, jax.numpy as jnp, numpy as np", "from jax import lax", "import jdisc",
+    lines = ["import os", "os.environ['JDISC_DONATE_MIN_BYTES'] = '0'   # reuse donated "
+             "buffers of any size", "import jax, jax.numpy as jnp, numpy as np",
+             "from jax import lax", "import jdisc",
              ""] + function_source(prog, envs) + [""] + input_code(prog, env, seed)
     args = ", ".join(f"x{i}" for i in range(prog.n_in))
     donated = tuple(range(prog.n_in))
