@@ -404,3 +404,13 @@ def test_relaxed_nonnegativity_through_min_and_max():
     assert not nonneg_relaxed(4 * a * a - 4 * a * dmin(a, 2) - 1)
     assert not nonneg_relaxed(a * dmax(b, 3) - 4 * a)
     assert not nonneg_relaxed(a * dmin(b, 3) - a * b)                # the wrong direction
+
+
+def test_dividing_a_power_lowers_its_exponent():
+    # found by the property test above (CI, 2026-12-01): (B*B)//B was B^2, the exponent of a
+    # factor the divisor shares was kept instead of reduced
+    from jdisc.dynamic_passes.symbolic import floordiv, var
+    a, b = var("A"), var("B")
+    assert floordiv(b * b, b) == b and floordiv(b * b * b, b) == b * b
+    assert floordiv(6 * a * b * b, 3 * b) == 2 * a * b
+    assert evaluate(floordiv(b * b * a, b * a), {"A": 3, "B": 5}) == 5

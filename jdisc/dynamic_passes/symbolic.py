@@ -224,7 +224,7 @@ def _mono_div(m: Mono, d: Mono) -> Mono | None:
         if powers.get(atom, 0) < p:
             return None
         powers[atom] -= p
-    factors = tuple((atom, p) for atom, p in m.factors if powers[atom])
+    factors = tuple((atom, powers[atom]) for atom, _ in m.factors if powers[atom])
     return Mono(factors) if factors else _ONE
 
 
