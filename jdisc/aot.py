@@ -62,7 +62,7 @@ class Lowered:
 class Executable:
     def __init__(self, name: str, entry: Any, call_fn: Callable[[Any, tuple], Any]):
         self.name = name
-        self.entry = entry          # api.Compiled
+        self.entry = entry          # compiled.Compiled
         self._call_fn = call_fn
 
     def as_text(self) -> str:

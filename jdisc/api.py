@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 import threading
 import time
 import warnings
@@ -19,236 +18,18 @@ import numpy as np
 
 from jdisc import interop
 from jdisc.aot import Explanation, Lowered
+from jdisc.compiled import Compiled
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import dtype_name
 from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
 from jdisc.dynamic_passes.supported import dtype_problem
-from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
-                          UnsupportedOpError, compile_stage)
+from jdisc.errors import (ArgumentError, CompileError, JdiscError, UnsupportedOpError,
+                          compile_stage)
 from jdisc.export.exporter import ExportedFunction, export_function
-from jdisc.export.specs import (check_shared_names, dim_variables, leaf_specs,
+from jdisc.export.specs import (check_shared_names, leaf_specs,
                                 normalize_dynamic_axes, positional_names)
 from jdisc.lowering.codegen import generate
-
-
-class Compiled:
-    """One compiled program for one static signature (dtypes, ranks, static dims)."""
-
-    def __init__(self, exported: ExportedFunction, executable: runtime.Executable, in_tree: Any,
-                 program: Any = None):
-        self.exported = exported
-        self.program = program
-        self.in_tree = in_tree
-        self.executable = executable
-        self.leaves = exported.leaves
-        self.kept = exported.kept_inputs
-        self._dropped_named = [i for i in range(len(self.leaves))
-                               if i not in set(self.kept) and self.leaves[i].axes]
-        self._all_kept = list(self.kept) == list(range(len(self.leaves)))
-
-    @property
-    def c_source(self) -> str:
-        return self.executable.cprog.source
-
-    def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
-        if len(flat_args) != len(self.leaves):
-            raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
-        fast = self.executable.fast_call
-        donation = self.executable.cprog.donation
-        if fast is not None and not self._dropped_named:
-            device = _committed_device(flat_args, self.leaves)
-            kept = list(flat_args) if self._all_kept else [flat_args[i] for i in self.kept]
-            given = self._donated_buffers(flat_args) if donation else {}
-            try:
-                outs = fast(kept, tuple(given[j][1] if j in given else None
-                                        for j in range(len(self.exported.out_names)))
-                            if given else None)
-            except ShapeError as err:
-                raise self._name_constraint_axes(err, flat_args) from None
-            if outs is not None:
-                return self._wrap(outs, device, given)
-        if self._dropped_named:
-            self._check_dropped([self._as_array(x, spec)
-                                 for x, spec in zip(flat_args, self.leaves)])
-        device = _committed_device(flat_args, self.leaves)
-        shapes, pointers, alive = [], [], []
-        donation = self.executable.cprog.donation
-        for i in self.kept:
-            x, spec = flat_args[i], self.leaves[i]
-            ptr = _cpu_pointer(x, spec)
-            if ptr is None:     # numpy, Python scalars, other dtypes, other devices
-                arr = self._as_array(x, spec)
-                alive.append(arr)
-                shapes.append(arr.shape)
-                pointers.append(arr.ctypes.data)
-            else:
-                shapes.append(x.shape)
-                pointers.append(ptr)
-        given = self._donated_buffers(flat_args) if donation else {}
-        try:
-            outs = self.executable.run_pointers(shapes, pointers, given)
-        except ShapeError as err:
-            raise self._name_constraint_axes(err, flat_args) from None
-        del alive
-        return self._wrap(outs, device, given)
-
-    @staticmethod
-    def _wrap(outs: list, device, given: dict) -> list[jax.Array]:
-        """The outputs as jax.Arrays; a donated input whose buffer an output took is deleted."""
-        if not given:
-            return [runtime.to_jax(o, device) for o in outs]
-        results = [runtime.to_jax(o, device, owned=j not in given) for j, o in enumerate(outs)]
-        for j, (x, view) in given.items():
-            if outs[j] is view:      # written into the donated buffer: x is used up
-                x.delete()
-        return results
-
-    def _donated_buffers(self, flat_args: Sequence[Any]) -> dict:
-        """Result position -> (donated jax.Array, a writable view of its buffer) for the
-        donations the plan allows (cprog.donation) whose argument is a jax.Array on the CPU
-        whose memory no other argument may share (the same array twice, a numpy view of it).
-        Below 1 MiB (`JDISC_DONATE_MIN_BYTES`) a fresh output costs less than handing a reused
-        buffer back to jax (DLPack, about 40 us), so such donations are left alone."""
-        kept = [flat_args[i] for i in self.kept]
-        given = {}
-        min_bytes = runtime.donate_min_bytes()
-        if min_bytes is None:
-            return given
-        for pos, j in self.executable.cprog.donation:
-            x = kept[pos]
-            if type(x) is not _ArrayImpl or x.nbytes < min_bytes or not x.nbytes:
-                continue
-            ptr = _cpu_pointer(x, self.leaves[self.kept[pos]])
-            view = runtime.writable_view(x, ptr) if ptr is not None else None
-            shared = view is None or any(other is x or _may_overlap(view, other)
-                                         for k, other in enumerate(kept) if k != pos)
-            if not shared:
-                given[j] = (x, view)
-        return given
-
-    def _name_constraint_axes(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
-        """jax.export's message for a violated constraint (`b >= 4`) names the constraint;
-        this adds which argument and axis each of its dimension variables was read from."""
-        text = str(err)
-        m = re.search(r"symbolic shape constraint (.*?)\. Expected", text)
-        if not m:
-            return err
-        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(1)))
-        where = []
-        for x, spec in zip(flat_args, self.leaves):
-            for axis, dim in sorted(spec.axes.items()):
-                names = [v for v in dim_variables(dim) if v in used]
-                if names and all(f"'{n}'" not in w for n in names for w in where):
-                    size = np.shape(x)[axis] if axis < np.ndim(x) else "?"
-                    where.append(f"'{dim}' is argument '{spec.name}' axis {axis}, of size "
-                                 f"{size}")
-        return ShapeError(text.rstrip() + (" (" + "; ".join(where) + ")" if where else ""))
-
-    @staticmethod
-    def _as_array(x: Any, spec) -> np.ndarray:
-        if isinstance(x, jax.Array) and x.dtype == spec.dtype and x.ndim == len(spec.shape):
-            return np.asarray(x)      # the common case: a CPU jax.Array, read in place
-        if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
-            if isinstance(x, complex) and spec.dtype.kind != "c":
-                raise DtypeError(f"argument '{spec.name}' is the complex number {x} but the "
-                                 f"function was compiled for {spec.dtype}")
-            arr = np.asarray(x, dtype=spec.dtype)    # weakly typed Python scalar
-        else:
-            arr = np.asarray(x)
-            dt = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
-            if dt != spec.dtype:
-                raise DtypeError(f"argument '{spec.name}' has dtype {dt} but the function was "
-                                 f"compiled for {spec.dtype}")
-            if arr.dtype != spec.dtype:
-                arr = arr.astype(spec.dtype)
-        if arr.ndim != len(spec.shape):
-            raise ShapeError(f"argument '{spec.name}' has rank {arr.ndim} (shape {arr.shape}) "
-                             f"but the function was compiled for rank {len(spec.shape)} "
-                             f"(shape {_describe(spec)})")
-        if not arr.flags.c_contiguous:
-            arr = np.require(arr, requirements='C')
-        return arr
-
-    def _check_dropped(self, arrays: list[np.ndarray]) -> None:
-        """Arguments jax dropped as unused still obey static dims and shared names."""
-        seen: dict[str, tuple[str, int, int]] = {}
-        for i, (arr, spec) in enumerate(zip(arrays, self.leaves)):
-            for axis, size in enumerate(arr.shape):
-                name = spec.axes.get(axis)
-                if name is None:
-                    if i in self._dropped_named and size != spec.shape[axis]:
-                        raise ShapeError(f"argument '{spec.name}' axis {axis} is {size}; "
-                                         f"expected {spec.shape[axis]} (a static dimension)")
-                    continue
-                if name in seen and seen[name][2] != size:
-                    other, other_axis, other_size = seen[name]
-                    raise ShapeError(
-                        f"argument '{spec.name}' axis {axis} ('{name}') is {size} but argument "
-                        f"'{other}' axis {other_axis} ('{name}') is {other_size}; axes that "
-                        f"share a dimension name must be equal.")
-                seen.setdefault(name, (spec.name, axis, size))
-
-
-try:
-    from jax._src.array import ArrayImpl as _ArrayImpl   # jax is pinned to one minor version
-except ImportError:     # pragma: no cover - then every input takes the general path
-    _ArrayImpl = None
-
-
-def _committed_device(flat_args: Sequence[Any], leaves) -> Any:
-    """The device the results go to, as jax.jit places them: the one device of the committed
-    jax.Array inputs (None: all uncommitted, results on the default device). Committed inputs
-    on different devices, and arrays sharded over several, are errors: jdisc runs on one
-    device and never gathers a sharded array behind the user's back."""
-    device = first = None
-    for x, spec in zip(flat_args, leaves):
-        if type(x) is not _ArrayImpl or not getattr(x, "_committed", False):
-            continue        # uncommitted: one array on the default device (jax never shards it)
-        devices = x.sharding._device_assignment
-        if len(devices) > 1:
-            raise ArgumentError(_sharded_message(spec.name, x))
-        if device is None:
-            device, first = devices[0], spec.name
-        elif devices[0] != device:
-            raise ArgumentError(
-                f"argument '{first}' is committed to {device} but argument '{spec.name}' to "
-                f"{devices[0]}: as with jax.jit, the committed inputs of one call must be on "
-                f"one device (move them with jax.device_put)")
-    return device
-
-
-def _may_overlap(view: np.ndarray, other: Any) -> bool:
-    """Whether an argument may read the memory of `view` (a donated buffer). Arguments that
-    are neither arrays nor jax.Arrays are copied before the call."""
-    if isinstance(other, np.ndarray):
-        return bool(np.may_share_memory(view, other))
-    if type(other) is _ArrayImpl:
-        try:
-            start, n = other.unsafe_buffer_pointer(), other.nbytes
-        except Exception:   # not on one CPU device: the call copies it (or refuses it)
-            return False
-        return start < view.ctypes.data + view.nbytes and view.ctypes.data < start + n
-    return False
-
-
-def _sharded_message(name: str, x: Any) -> str:
-    return (f"argument '{name}' is sharded over {len(x.sharding.device_set)} devices "
-            f"({x.sharding}); an eager jdisc call runs on one device and does not gather it: "
-            f"call the jdisc function inside jax.shard_map (each shard is one call), or pass "
-            f"a single-device array (jax.device_put(x, jax.devices()[0]))")
-
-
-def _cpu_pointer(x: Any, spec) -> int | None:
-    """The data address of a single-device CPU jax.Array of the compiled dtype and rank (after
-    waiting for it: jax dispatches asynchronously), else None."""
-    if type(x) is not _ArrayImpl or x.dtype != spec.dtype or x.ndim != len(spec.shape):
-        return None
-    try:
-        x.block_until_ready()
-        return x.unsafe_buffer_pointer()
-    except Exception:   # several devices, a deleted buffer, ...: the general path decides
-        return None
 
 
 class _XlaFallback:
@@ -291,10 +72,6 @@ def check_input_dtypes(leaves, name: str) -> None:
     if bad:
         raise UnsupportedOpError(f"jdisc cannot compile '{name}' for these inputs:\n"
                                  + "\n".join(bad))
-
-
-def _describe(spec) -> str:
-    return "(" + ", ".join(spec.axes.get(i, str(d)) for i, d in enumerate(spec.shape)) + ")"
 
 
 def program_of(exported: ExportedFunction):

@@ -47,7 +47,7 @@ DATA = "data.bin"
 
 
 class _PackagedCall(Compiled):
-    """api.Compiled over a package's library, returning numpy arrays. An input already of the
+    """compiled.Compiled over a package's library, returning numpy arrays. An input already of the
     compiled dtype is taken as it is (jax would first canonicalise int64 to int32 when x64 is
     off, and a StableHLO module's i64 input must still accept int64 arrays)."""
 
@@ -196,7 +196,7 @@ def _argspecs(items: list) -> tuple[ArgSpec, ...]:
 
 
 def _exported(manifest: dict, members: dict[str, bytes]) -> ExportedFunction:
-    """The export record api.Compiled works from, rebuilt from the manifest."""
+    """The export record compiled.Compiled works from, rebuilt from the manifest."""
     leaves = tuple(LeafSpec(i["name"], numpy_dtype(i["dtype"]),
                             tuple(d if isinstance(d, int) else 0 for d in i["shape"]),
                             {a: d for a, d in enumerate(i["shape"]) if not isinstance(d, int)})
