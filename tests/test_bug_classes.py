@@ -316,3 +316,16 @@ def test_contraction_of_size_one_keeps_the_sign_of_zero(dtype, pref):
             want = np.asarray(jax.jit(f)(a, b)).astype(np.float64)
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_same_pooling_over_a_strided_slice_of_a_dynamic_dim():
+    # found by the fuzzer (batch seed 40000425): x[:, 2::2] has floordiv(a - min(a, 2) + 1, 2)
+    # rows; interval bounds put a - min(a, 2) + 1 at >= -1, so shape propagation left jax's
+    # floor-division pattern (a select on its sign) to the launcher and the plan checker could
+    # not show the pooled buffer's size non-negative. Bounds now see a - min(a, 2) >= 0.
+    def f(x):
+        v = x[:, 2::2, :]
+        return jax.lax.reduce_window(v, jnp.float32(jnp.inf), jax.lax.min, (1, 2, 1), (1, 2, 2),
+                                     "SAME") * 1.0
+    make = lambda n: (np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n, 1),)
+    check_against_jax(f, ({0: "a", 1: "a"},), make, (1, 2, 3, 4, 7, 13), tol=0)

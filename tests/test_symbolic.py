@@ -317,6 +317,19 @@ def test_bounds_examples():
     assert bounds(dmax(B, S) - 1, {"B": (2, 4), "S": (1, 9)}) == (1, 8)
 
 
+def test_bounds_see_through_a_term_and_the_extremum_that_contains_it():
+    # a - min(a, 2) >= 0 (the size of x[2:] minus nothing): plain intervals said >= -2, so
+    # shape propagation could not decide the sign of x[2::2]'s size (fuzzer batch 40000425)
+    inf = math.inf
+    assert bounds(B - dmin(B, 2) + 1) == (1, inf)
+    assert bounds(floordiv(B - dmin(B, 2) + 1, 2)) == (0, inf)
+    assert bounds(S * (B - dmin(B, S))) == (0, inf)
+    assert bounds(dmax(B, S) - B) == (0, inf)
+    assert bounds(2 - dmin(B, 2)) == (0, 2)
+    assert bounds(dmin(B, S) - B) == (-inf, 0)
+    assert prove_ge(B - dmin(B, 3), 0) is True
+
+
 def test_prove_examples():
     assert prove_eq(B + 1, B) is False
     assert prove_eq(B * S, S * B) is True

@@ -432,15 +432,37 @@ def substitute(d, mapping: Mapping[str, Dim]) -> Dim:
 # ---- bounds and three-valued comparisons ------------------------------------------------------
 
 def bounds(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> Interval:
-    """A sound interval (lo, hi) containing d; variables range over var_bounds, else [0, inf)."""
-    d = _dim(d)
+    """A sound interval (lo, hi) containing d; variables range over var_bounds, else [0, inf).
+    Intervals lose the correlation between a term and an extremum that contains it (`a -
+    min(a, 2)` is >= 0, its interval says >= -2), so a term c*R*min(x, y) that can only raise
+    the bound (c < 0 for lo, c > 0 for hi, R >= 0) is also read as c*R*x and as c*R*y, each of
+    which is on the right side of it (likewise for max), and the tightest bound is kept."""
+    return _bounds(_dim(d), var_bounds, {})
+
+
+def _bounds(d: Dim, var_bounds: Mapping[str, Interval], memo: dict) -> Interval:
+    if isinstance(d, int):
+        return d, d
+    lo, hi = _poly_bounds(d, var_bounds, memo)
+    for want_lo in (True, False):
+        for pick in (0, 1):
+            picked = _pick_extrema(d, pick, want_lo, var_bounds, memo)
+            if picked is None:
+                break
+            if want_lo:
+                lo = max(lo, _poly_bounds(picked, var_bounds, memo)[0])
+            else:
+                hi = min(hi, _poly_bounds(picked, var_bounds, memo)[1])
+    return lo, hi
+
+
+def _poly_bounds(d: Dim, var_bounds: Mapping[str, Interval], memo: dict) -> Interval:
+    """Interval arithmetic over d's terms."""
     if isinstance(d, int):
         return d, d
     lo = hi = d.const
     for mono, coeff in d.terms:
-        m = (1, 1)
-        for atom, p in mono.factors:
-            m = _interval_mul(m, _interval_pow(_atom_bounds(atom, var_bounds), p))
+        m = _mono_bounds(mono.factors, var_bounds, memo)
         if coeff > 0:
             lo, hi = lo + coeff * m[0], hi + coeff * m[1]
         else:
@@ -448,11 +470,40 @@ def bounds(d, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> Interval:
     return lo, hi
 
 
-def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval]) -> Interval:
+def _mono_bounds(factors, var_bounds: Mapping[str, Interval], memo: dict) -> Interval:
+    m = (1, 1)
+    for atom, p in factors:
+        if atom not in memo:    # shared atoms are bounded once per query
+            memo[atom] = _atom_bounds(atom, var_bounds, memo)
+        m = _interval_mul(m, _interval_pow(memo[atom], p))
+    return m
+
+
+def _pick_extrema(d: Expr, pick: int, want_lo: bool, var_bounds: Mapping[str, Interval],
+                  memo: dict) -> Dim | None:
+    """d with every term c*R*min(x, y) or c*R*max(x, y) that is >= c*R*(x, y)[pick] (for a
+    lower bound; <= for an upper one) written so; None when d has no such term."""
+    total: Dim = d.const
+    changed = False
+    for mono, coeff in d.terms:
+        raises = (coeff < 0) == want_lo      # min(x, y) <= x: c*min >= c*x when c < 0
+        for i, (atom, p) in enumerate(mono.factors):
+            if p == 1 and (atom.op == "min" and raises or atom.op == "max" and not raises):
+                rest = mono.factors[:i] + mono.factors[i + 1:]
+                if _mono_bounds(rest, var_bounds, memo)[0] >= 0:
+                    value = _mul(_mul(coeff, _build({Mono(rest): 1})), _dim(atom.args[pick]))
+                    total, changed = _add(total, value), True
+                    break
+        else:
+            total = _add(total, _build({mono: coeff}))
+    return total if changed else None
+
+
+def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval], memo: dict) -> Interval:
     if atom.op == "var":
         lo, hi = var_bounds.get(atom.args[0], (0, _INF))
         return lo, hi
-    x, y = (bounds(arg, var_bounds) for arg in atom.args)
+    x, y = (_bounds(_dim(arg), var_bounds, memo) for arg in atom.args)
     if atom.op == "max":
         return max(x[0], y[0]), max(x[1], y[1])
     if atom.op == "min":
