@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import itertools
 
-from jdisc.dynamic_passes.ir import (CONTROL_OPS, ArgSpec, Block, Op, Program, Value,
-                                     numpy_dtype, walk)
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype, walk
+from jdisc.dynamic_passes.ops import CONTROL_OPS
 from jdisc.dynamic_passes.symbolic import Dim
 
 ALIGN = 64

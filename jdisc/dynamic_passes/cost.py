@@ -15,7 +15,7 @@ import math
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Program, numpy_dtype, walk
 from jdisc.dynamic_passes.memory_plan import raw_bytes
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.ops import ELEMENTWISE
 from jdisc.dynamic_passes.symbolic import Dim
 
 

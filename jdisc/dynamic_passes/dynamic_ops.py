@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import CONTROL_OPS, Block, Check, Op, Program, Value, walk
+from jdisc.dynamic_passes.ir import Block, Check, Op, Program, Value, walk
+from jdisc.dynamic_passes.ops import CONTROL_OPS
 from jdisc.dynamic_passes.shape_prop import HostValue, Pred, bind_host_value
 from jdisc.errors import ShapeError
 

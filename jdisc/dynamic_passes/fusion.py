@@ -33,25 +33,8 @@ import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Program, Value, bit_width
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
-
-# Producers duplicated into every consumer: they cost an index computation, no memory.
-FREE_OPS = frozenset({"iota", "dim_constant"})
-# Index-arithmetic and elementwise ops a loop nest can evaluate at any index.
-LOOP_OPS = ELEMENTWISE | {"broadcast_in_dim", "reshape", "transpose", "slice", "select", "clamp",
-                          "reverse", "pad", "dynamic_slice", "dynamic_update_slice", "gather"}
-# Ops that are kernels of their own kind, and those that read their operands from memory.
-_ROOT_KINDS = {"dot_general": "dot", "concatenate": "concat", "sort": "sort",
-               "triangular_solve": "solve", "reduce_window": "window", "convolution": "conv",
-               "scatter": "scatter", "select_and_scatter": "selscatter",
-               "while": "while", "if": "if", "case": "case",
-               "rng_bit_generator": "rng"}
-MEMORY_OPERANDS = frozenset({"dot_general", "sort", "triangular_solve", "convolution",
-                             "scatter", "select_and_scatter", "while", "if", "case"})
-# Ops worth computing once: recomputing them per broadcast element would cost real time.
-EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
-                       "logistic", "power", "sine", "cosine", "tan", "atan2", "cbrt", "sqrt",
-                       "rsqrt", "divide", "remainder"})
+from jdisc.dynamic_passes.ops import (
+    EXPENSIVE, FREE_OPS, LOOP_OPS, MEMORY_OPERANDS, ROOT_KINDS, SAME_INDEX)
 
 
 @dataclasses.dataclass(eq=False)
@@ -106,7 +89,7 @@ def is_resizing_bitcast(op: Op) -> bool:
 
 def root_kind(op: Op) -> str | None:
     """The kernel kind of an op that is never fused into another op's kernel."""
-    return "bitcast" if is_resizing_bitcast(op) else _ROOT_KINDS.get(op.name)
+    return "bitcast" if is_resizing_bitcast(op) else ROOT_KINDS.get(op.name)
 
 
 def _numel(v: Value) -> symbolic.Dim:
@@ -315,7 +298,7 @@ def _validate(g: _Group, order: dict[int, int]) -> set[int]:
                     x.shape[j] == 1 for j in range(k, x.rank))
         elif op.name == "reshape" and not is_row:
             ok = False
-        elif op.name not in ELEMENTWISE | {"select", "clamp", "broadcast_in_dim", "reshape"}:
+        elif op.name not in SAME_INDEX | {"broadcast_in_dim", "reshape"}:
             ok = False   # index-moving ops must not read per-row results across rows
         if not ok:
             bad |= dep

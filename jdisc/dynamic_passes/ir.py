@@ -56,8 +56,6 @@ def is_unsigned(dtype: str) -> bool:
     return dtype.startswith("u") or dtype == "i1"
 
 
-# ops whose regions are whole sub-programs (compiled into the host launcher), not scalar bodies
-CONTROL_OPS = frozenset({"while", "if", "case"})
 def bit_width(dtype: str) -> int:
     """Bits of one element as StableHLO counts them (i1 is one bit: bitcast_convert packs it)."""
     return 1 if dtype == "i1" else numpy_dtype(dtype).itemsize * 8

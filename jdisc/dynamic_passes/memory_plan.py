@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Program, Value, numpy_dtype
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.ops import SAME_INDEX
 from jdisc.dynamic_passes.symbolic import Dim
 
 ALIGN = 64
@@ -166,7 +166,6 @@ def plan_memory(prog: Program) -> Program:
 
 # ---- donation ---------------------------------------------------------------------------------
 
-_SAME_INDEX_OPS = ELEMENTWISE | {"select", "clamp"}
 
 
 def plan_donation(prog: Program) -> Program:
@@ -232,7 +231,7 @@ def _reads_only_in_place(k, p: Value, prove_eq) -> bool:
         res = op.results[0] if op.results else None
         if res is None or res.id not in in_place:
             continue
-        same = in_place[res.id] and op.name in _SAME_INDEX_OPS
+        same = in_place[res.id] and op.name in SAME_INDEX
         for x in op.operands:
             here = same and x.rank == res.rank and all(
                 prove_eq(a, b) is True for a, b in zip(x.shape, res.shape))

@@ -17,6 +17,7 @@ from jaxlib.mlir.dialects import chlo, stablehlo
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value
+from jdisc.dynamic_passes.ops import CONTROL_OPS, SCALAR_REGION_OPS
 from jdisc.dynamic_passes.supported import dtype_problem
 from jdisc.errors import (ArgumentError, JdiscError, UnsupportedOpError, compile_stage,
                           internal_error, short_exception)
@@ -279,11 +280,9 @@ _LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
 # custom calls that are StableHLO ops with a run-time shape operand (jax's lowering of an op
 # whose result shape is symbolic): imported as the op of that name
 _DYNAMIC_OP_CALLS = {"stablehlo.dynamic_rng_bit_generator": "dynamic_rng_bit_generator"}
-# ops whose regions are scalar computations jdisc renders inline
-_SCALAR_REGION_OPS = ("stablehlo.select_and_scatter", "stablehlo.map", "stablehlo.scatter",
-                      "stablehlo.sort")
-
-_CONTROL_OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case")
+# ops whose regions are scalar computations jdisc renders inline, and whole sub-programs
+_SCALAR_REGION_OPS = frozenset(f"stablehlo.{name}" for name in SCALAR_REGION_OPS)
+_CONTROL_OPS = frozenset(f"stablehlo.{name}" for name in CONTROL_OPS)
 
 
 def _trsm_from_lapack(o, op: Op) -> None:

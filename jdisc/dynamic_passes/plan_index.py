@@ -19,7 +19,7 @@ from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Value, bit_width
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.ops import SAME_INDEX
 from jdisc.dynamic_passes.symbolic import Dim
 
 
@@ -228,7 +228,6 @@ def _rule_scalar_operands(positions: slice) -> Callable:
     return rule
 
 
-_SAME_INDEX = ELEMENTWISE | {"select", "clamp", "map"}
 _RULES: dict[str, Callable] = {
     "broadcast_in_dim": _rule_broadcast, "transpose": _rule_transpose,
     "reshape": _rule_reshape, "slice": _rule_slice, "reverse": _rule_reverse,
@@ -240,7 +239,7 @@ _RULES: dict[str, Callable] = {
 
 def index_obligations(op: Op) -> list[Obligation]:
     """What `op`'s index map needs of the symbolic shapes (empty for ops without one)."""
-    rule = _RULES.get(op.name) or (_rule_elementwise if op.name in _SAME_INDEX else None)
+    rule = _RULES.get(op.name) or (_rule_elementwise if op.name in SAME_INDEX else None)
     out: list[Obligation] = []
     if rule is not None and op.results:
         rule(op, out)

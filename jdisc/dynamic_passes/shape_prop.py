@@ -15,6 +15,7 @@ from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.host_values import (  # noqa: F401 (HostValue: re-exported)
     HostValue, Pred, bind_host_value)
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
+from jdisc.dynamic_passes.ops import ELEMENTWISE
 from jdisc.dynamic_passes.shape_contents import SymbolicContents, data_start_sizes
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
@@ -580,13 +581,6 @@ class _Propagator(SymbolicContents):
         return [op.operands[0].shape, self.require_sym(op, op.operands[1], "output_shape")]
 
 
-ELEMENTWISE = frozenset("""
-    abs add and atan2 cbrt ceil compare convert cosine count_leading_zeros divide exponential
-    exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply
-    negate not or popcnt power remainder round_nearest_afz round_nearest_even rsqrt
-    shift_left shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor
-    bitcast_convert reduce_precision map real imag
-""".split())
 
 
 def propagate_shapes(prog: Program) -> Program:

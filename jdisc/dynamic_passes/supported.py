@@ -6,36 +6,8 @@ from __future__ import annotations
 import re
 
 from jdisc.dynamic_passes.ir import NUMPY_DTYPES, Op, Program, walk
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.ops import SUPPORTED_OPS
 from jdisc.errors import UnsupportedOpError
-
-SUPPORTED_OPS = frozenset({
-    # elementwise arithmetic, math, logic
-    "abs", "add", "and", "ceil", "compare", "convert", "cosine", "divide", "exponential",
-    "exponential_minus_one", "floor", "is_finite", "log", "log_plus_one", "logistic", "maximum",
-    "minimum", "multiply", "negate", "not", "or", "power", "remainder", "rsqrt", "sign",
-    "sine", "sqrt", "subtract", "tan", "tanh", "xor", "atan2", "cbrt", "select", "clamp",
-    "round_nearest_even", "round_nearest_afz", "reduce_precision", "map",
-    "real", "imag",
-    # integer bit operations
-    "shift_left", "shift_right_logical", "shift_right_arithmetic", "popcnt",
-    "count_leading_zeros", "bitcast_convert",
-    # data movement and creation
-    "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape", "transpose",
-    "concatenate", "slice", "reverse", "pad", "dynamic_pad", "dynamic_slice",
-    "dynamic_update_slice", "gather", "dynamic_gather",
-    # reductions and contractions
-    "reduce", "dot_general", "sort", "triangular_solve", "reduce_window", "convolution",
-    "scatter", "select_and_scatter", "dynamic_conv",
-    # control flow, compiled into the host launcher (control_flow.py)
-    "while", "if", "case",
-    # random bits (counter-based: Philox, ThreeFry)
-    "rng_bit_generator", "dynamic_rng_bit_generator",
-    # shape computations, resolved at compile time by propagate_shapes / resolve_dynamic_ops
-    "get_dimension_size", "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-    "real_dynamic_slice", "shape_assertion", "shape_of", "dynamic_reduce_window",
-})
-
 
 # element types (the IR's short names): the numpy ones and bf16
 SUPPORTED_DTYPES = frozenset(NUMPY_DTYPES) | {"bf16"}
@@ -126,16 +98,3 @@ def check_supported(prog: Program) -> Program:
         raise UnsupportedOpError(
             f"jdisc cannot compile {len(bad)} op(s) in '{prog.name}':\n" + "\n".join(bad))
     return prog
-
-
-assert SUPPORTED_OPS - {"while", "if", "case", "sort", "triangular_solve", "reduce_window",
-                        "convolution", "scatter", "select_and_scatter", "dynamic_conv",
-                        "rng_bit_generator", "dynamic_rng_bit_generator",
-                        "constant", "dim_constant", "iota", "broadcast_in_dim", "reshape",
-                        "transpose", "concatenate", "slice", "reduce", "dot_general",
-                        "select", "clamp", "get_dimension_size", "reverse", "pad",
-                        "dynamic_pad", "dynamic_slice", "dynamic_update_slice", "gather",
-                        "dynamic_gather",
-                        "dynamic_broadcast_in_dim", "dynamic_reshape", "dynamic_iota",
-                        "real_dynamic_slice", "shape_assertion", "shape_of",
-                        "dynamic_reduce_window"} <= ELEMENTWISE

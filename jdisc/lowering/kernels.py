@@ -19,6 +19,7 @@ import numpy as np
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value, is_float, numpy_dtype
+from jdisc.dynamic_passes.ops import DIM_ATTRS, OPS
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype, literal
@@ -35,8 +36,7 @@ def kernel_dim_vars(kernel: Kernel) -> list[str]:
         for v in list(op.operands) + list(op.results):
             for d in v.shape:
                 names |= symbolic.variables(d)
-        for key in ("values", "start_indices", "limit_indices", "strides", "slice_sizes",
-                    "edge_padding_low", "edge_padding_high", "interior_padding"):
+        for key in OPS[op.name].dim_attrs if op.name in OPS else DIM_ATTRS:
             for d in op.attrs.get(key) or ():
                 names |= symbolic.variables(d)
     return sorted(names)

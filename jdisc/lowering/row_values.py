@@ -21,13 +21,12 @@ from __future__ import annotations
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.shape_prop import ELEMENTWISE
+from jdisc.dynamic_passes.ops import SAME_INDEX
 from jdisc.errors import CompileError
 from jdisc.lowering.kernels import _reshape_groups   # the renderer's own grouping
 
 ZERO = "0"
 ANY = None
-_SAME_INDEX = ELEMENTWISE | {"select", "clamp", "map"}
 
 
 def _norm(v: Value, idx: tuple) -> tuple:
@@ -44,7 +43,7 @@ def _join(a: tuple | None, b: tuple) -> tuple:
 def _operand_indices(op: Op, idx: tuple, assume: frozenset) -> list[tuple]:
     """The abstract index each operand of `op` is read at when its result is read at idx."""
     name = op.name
-    if name in _SAME_INDEX:
+    if name in SAME_INDEX:
         return [idx if x.rank else () for x in op.operands]
     if name == "broadcast_in_dim":
         x, v = op.operands[0], op.results[0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jdisc.dynamic_passes.ir import Op, is_float, is_unsigned
+from jdisc.dynamic_passes.ops import SAME_INDEX, SCALAR_REGION_OPS
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import (HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow,
                                    widen)
@@ -222,6 +223,10 @@ SCALAR_OPS: dict[str, Render] = {
         f"jd_reduce_precision_{dts[0]}({a[0]}, {op.attrs['exponent_bits']}, "
         f"{op.attrs['mantissa_bits']})"),
 }
+
+# the registry's elementwise ops all have their C here (map's is its region, rendered inline)
+_MISSING = SAME_INDEX - SCALAR_REGION_OPS - SCALAR_OPS.keys()
+assert not _MISSING, f"elementwise ops without C in SCALAR_OPS: {sorted(_MISSING)}"
 
 # f16/bf16 ops that only choose among their operands' bits (no widening, no rounding), and
 # convert, which handles halves itself

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jdisc.dynamic_passes.fusion import EXPENSIVE, Kernel
+from jdisc.dynamic_passes.fusion import Kernel
+from jdisc.dynamic_passes.ops import EXPENSIVE
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype

@@ -1,0 +1,126 @@
+"""The op registry: everything jdisc knows about one StableHLO op, in one entry.
+
+Every op jdisc compiles has an `OpInfo` in `OPS`; the sets the passes consult (which ops are
+supported, elementwise, fusible into a loop nest, kernels of their own, ...) are derived from
+it below, never kept by hand. Adding an elementwise op means one line here, its C in
+`lowering/scalar_ops.py` (checked at import there) and a differential test; CONTRIBUTING.md
+walks through it.
+
+Categories:
+
+* `elementwise` -- one result element from the operands' elements at the same index; with
+  `same_shape` (the default) every operand has the result's shape, else (select, clamp) scalar
+  operands broadcast;
+* `movement`    -- data movement and layout, index arithmetic in a loop nest (broadcast, slice,
+  transpose, pad, gather, ...) or a kernel of its own (concatenate);
+* `creation`    -- values made from nothing (constant, iota, dim_constant);
+* `reduction`   -- reductions and contractions (reduce, dot_general, convolution, sort, ...);
+* `control`     -- while/if/case, compiled into the host launcher;
+* `random`      -- counter-based random bits;
+* `shape`       -- shape computations, resolved at compile time (shape propagation, dynamic-op
+  resolution) and never lowered themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# attributes whose entries may be symbolic dims (the kernel's C then needs their variables)
+_SLICE_DIMS = ("start_indices", "limit_indices", "strides")
+_PAD_DIMS = ("edge_padding_low", "edge_padding_high", "interior_padding")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInfo:
+    name: str                   # StableHLO's name without the dialect (`dot_general`)
+    category: str               # see the module docstring
+    same_shape: bool = False    # elementwise with operands of the result's shape
+    in_loop: bool = False       # a loop nest evaluates it at any index (loop fusion)
+    free: bool = False          # recomputed in every consumer: costs an index, no memory
+    expensive: bool = False     # worth computing once: never recomputed per broadcast element
+    kernel: str | None = None   # the kind of the kernel it is, when never fused into another
+    reads_memory: bool = False  # its kernel reads its operands from buffers
+    dim_attrs: tuple[str, ...] = ()     # attributes that may hold symbolic dims
+    # its regions: "scalar" (a scalar computation rendered inline), "reducer" (recognised as
+    # add/max/... or kept as a scalar body), "program" (whole sub-programs run by the host)
+    regions: str | None = None
+
+
+def _elementwise(names: str, **kw) -> list[OpInfo]:
+    return [OpInfo(n, "elementwise", same_shape=True, in_loop=True, **kw) for n in names.split()]
+
+
+_ENTRIES: list[OpInfo] = [
+    *_elementwise("""
+        abs add and ceil compare convert floor is_finite maximum minimum multiply negate not or
+        round_nearest_afz round_nearest_even sign subtract xor shift_left shift_right_arithmetic
+        shift_right_logical popcnt count_leading_zeros bitcast_convert reduce_precision
+        real imag"""),
+    *_elementwise("map", regions="scalar"),
+    # transcendental or dividing: recomputing one per broadcast element would cost real time
+    *_elementwise("""
+        exponential exponential_minus_one log log_plus_one tanh logistic power sine cosine tan
+        atan2 cbrt sqrt rsqrt divide remainder""", expensive=True),
+    OpInfo("select", "elementwise", in_loop=True),
+    OpInfo("clamp", "elementwise", in_loop=True),
+    # data movement and creation
+    OpInfo("broadcast_in_dim", "movement", in_loop=True),
+    OpInfo("reshape", "movement", in_loop=True),
+    OpInfo("transpose", "movement", in_loop=True),
+    OpInfo("slice", "movement", in_loop=True, dim_attrs=_SLICE_DIMS),
+    OpInfo("reverse", "movement", in_loop=True),
+    OpInfo("pad", "movement", in_loop=True, dim_attrs=_PAD_DIMS),
+    OpInfo("dynamic_slice", "movement", in_loop=True, dim_attrs=("slice_sizes",)),
+    OpInfo("dynamic_update_slice", "movement", in_loop=True),
+    OpInfo("gather", "movement", in_loop=True, dim_attrs=("slice_sizes",)),
+    OpInfo("concatenate", "movement", kernel="concat"),
+    OpInfo("dynamic_pad", "shape"),
+    OpInfo("dynamic_gather", "shape"),
+    OpInfo("constant", "creation"),
+    OpInfo("iota", "creation", free=True),
+    OpInfo("dim_constant", "creation", free=True, dim_attrs=("values",)),
+    # reductions, contractions and library calls
+    OpInfo("reduce", "reduction", regions="reducer"),
+    OpInfo("dot_general", "reduction", kernel="dot", reads_memory=True),
+    OpInfo("sort", "reduction", kernel="sort", reads_memory=True, regions="scalar"),
+    OpInfo("triangular_solve", "reduction", kernel="solve", reads_memory=True),
+    OpInfo("reduce_window", "reduction", kernel="window", regions="reducer"),
+    OpInfo("convolution", "reduction", kernel="conv", reads_memory=True),
+    OpInfo("scatter", "reduction", kernel="scatter", reads_memory=True, regions="scalar"),
+    OpInfo("select_and_scatter", "reduction", kernel="selscatter", reads_memory=True,
+           regions="scalar"),
+    OpInfo("dynamic_conv", "shape"),
+    # control flow, compiled into the host launcher (control_flow.py)
+    OpInfo("while", "control", kernel="while", reads_memory=True, regions="program"),
+    OpInfo("if", "control", kernel="if", reads_memory=True, regions="program"),
+    OpInfo("case", "control", kernel="case", reads_memory=True, regions="program"),
+    # random bits (counter-based: Philox, ThreeFry)
+    OpInfo("rng_bit_generator", "random", kernel="rng"),
+    OpInfo("dynamic_rng_bit_generator", "shape"),
+    # shape computations, resolved by propagate_shapes / resolve_dynamic_ops
+    *(OpInfo(n, "shape") for n in """
+        get_dimension_size dynamic_broadcast_in_dim dynamic_reshape dynamic_iota
+        real_dynamic_slice shape_assertion shape_of dynamic_reduce_window""".split()),
+]
+
+OPS: dict[str, OpInfo] = {info.name: info for info in _ENTRIES}
+assert len(OPS) == len(_ENTRIES), "an op is registered twice"
+
+
+def _names(pred) -> frozenset[str]:
+    return frozenset(name for name, info in OPS.items() if pred(info))
+
+
+SUPPORTED_OPS = frozenset(OPS)
+# the generic elementwise shape rule: every operand has the result's shape
+ELEMENTWISE = _names(lambda i: i.same_shape)
+# one result element from the operands' elements at its own index (select, clamp too)
+SAME_INDEX = _names(lambda i: i.category == "elementwise")
+LOOP_OPS = _names(lambda i: i.in_loop)
+FREE_OPS = _names(lambda i: i.free)
+EXPENSIVE = _names(lambda i: i.expensive)
+MEMORY_OPERANDS = _names(lambda i: i.reads_memory)
+CONTROL_OPS = _names(lambda i: i.regions == "program")
+SCALAR_REGION_OPS = _names(lambda i: i.regions == "scalar")
+ROOT_KINDS: dict[str, str] = {name: i.kernel for name, i in OPS.items() if i.kernel}
+DIM_ATTRS = tuple(sorted({a for i in OPS.values() for a in i.dim_attrs}))
