@@ -14,7 +14,7 @@ shard_map, ...) it is an XLA FFI custom call of its compiled launcher.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np

@@ -40,6 +40,38 @@ def assert_close(got, want, tol, what=""):
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.1g} * {scale:.3g}"
 
 
+# the compile cache in a fresh folder, and C compiler runs counted through a JDISC_CC wrapper
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(d))
+    monkeypatch.delenv("JDISC_SANITIZE", raising=False)
+    return d
+
+
+@pytest.fixture
+def counting_cc(tmp_path, monkeypatch):
+    """Point JDISC_CC at a wrapper; returns a function giving the number of compiles so far
+    (builds of a library: not `--version`, nor the compiler probes of custom_calls/probe.py)."""
+    log = tmp_path / "cc.log"
+    script = tmp_path / "cc-wrapper"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -shared "*)\n'
+        f'  echo "$$ $*" >> "{log}"\n'
+        '  if [ -n "$JDISC_TEST_CC_SLEEP" ]; then sleep "$JDISC_TEST_CC_SLEEP"; fi\n'
+        "esac\n"
+        'exec cc "$@"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("JDISC_CC", str(script))
+
+    def count() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    return count
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

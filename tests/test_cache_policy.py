@@ -8,7 +8,7 @@ import fcntl
 import uuid
 
 from jdisc.custom_calls import cache_admin, compiler
-from test_compiler_cache import _call_add, cache, counting_cc  # noqa: F401  (fixtures)
+from test_compiler_cache import _call_add
 
 
 def _source(tag: str) -> str:

@@ -15,7 +15,6 @@ import pytest
 import jdisc
 from jdisc.package import from_stablehlo
 from subprocess_support import env_with, error_line, run_jdisc, start_jdisc
-from test_compiler_cache import cache, counting_cc  # noqa: F401  (fixtures)
 
 ADD_TANH = """
 func.func @main(%a: tensor<?x4xf32>, %b: tensor<?x4xf32>) -> tensor<?x4xf32> {

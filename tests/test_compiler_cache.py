@@ -26,37 +26,6 @@ def _add_source(tag: str) -> str:
     return f"/* {tag} {uuid.uuid4().hex} */\nint jd_add(int a, int b) {{ return a + b; }}\n"
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv("JDISC_CACHE_DIR", str(d))
-    monkeypatch.delenv("JDISC_SANITIZE", raising=False)
-    return d
-
-
-@pytest.fixture
-def counting_cc(tmp_path, monkeypatch):
-    """Point JDISC_CC at a wrapper; returns a function giving the number of compiles so far
-    (builds of a library: not `--version`, nor the compiler probes of custom_calls/probe.py)."""
-    log = tmp_path / "cc.log"
-    script = tmp_path / "cc-wrapper"
-    script.write_text(
-        "#!/bin/sh\n"
-        'case " $* " in *" -shared "*)\n'
-        f'  echo "$$ $*" >> "{log}"\n'
-        '  if [ -n "$JDISC_TEST_CC_SLEEP" ]; then sleep "$JDISC_TEST_CC_SLEEP"; fi\n'
-        "esac\n"
-        'exec cc "$@"\n'
-    )
-    script.chmod(0o755)
-    monkeypatch.setenv("JDISC_CC", str(script))
-
-    def count() -> int:
-        return len(log.read_text().splitlines()) if log.exists() else 0
-
-    return count
-
-
 _CHILD = """
 import ctypes, sys
 from jdisc.custom_calls import compiler

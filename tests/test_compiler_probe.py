@@ -48,7 +48,6 @@ def test_kernels_with_conditional_loads_keep_their_branches():
         return jdisc.jit(f, dynamic_axes=({0: "n"},) * len(args)).compiled_for(*args) \
             .program.kernels
     x = np.ones((4, 16), np.float32)
-    eye = np.eye(4, 16, dtype=bool)
     # softmax-like math reads every operand: if-converted (vectorised), unless its rows are
     # short and static (GCC unrolls them under the row loop's test)
     softmax = lambda x: jnp.exp(x - x.max(1, keepdims=True)) / jnp.tanh(x).sum(1, keepdims=True)

@@ -12,7 +12,6 @@ import pytest
 
 import jdisc
 from conftest import assert_close
-from test_compiler_cache import cache, counting_cc  # noqa: F401  (fixtures)
 
 RNG = np.random.default_rng(7)
 W = RNG.standard_normal((256, 64)).astype(np.float32)       # 64 KiB

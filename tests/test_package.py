@@ -16,7 +16,6 @@ import jdisc
 from jdisc import package_file
 from jdisc.errors import ArgumentError, CompileError, JdiscError, PackageError, ShapeError
 from subprocess_support import run_python
-from test_compiler_cache import cache, counting_cc  # noqa: F401  (fixtures)
 
 
 def model(params, x, mask):

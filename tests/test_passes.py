@@ -1,6 +1,5 @@
 """Fast tier: the IR pipeline and C generation, without running a C compiler."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

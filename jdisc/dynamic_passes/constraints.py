@@ -31,7 +31,6 @@ from jdisc.dynamic_passes.symbolic import Dim, Expr
 _INF = math.inf
 _BUILDERS = {"floordiv": symbolic.floordiv, "mod": symbolic.mod, "max": symbolic.dmax,
              "min": symbolic.dmin}
-_PROVE = {"==": "prove_eq", ">=": "prove_ge", ">": "prove_gt", "<=": "prove_le", "<": "prove_lt"}
 _HOST_ARITH = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
                "negate": operator.neg}
 _HOST_SIZE_OPS = {"maximum": symbolic.dmax, "minimum": symbolic.dmin,
@@ -449,7 +448,7 @@ def _decide_node(sc: ShapeConstraints, p: Pred, memo: dict) -> bool | None:
     if p.cmp == "!=":
         eq = sc.prove_eq(lhs, rhs)
         return None if eq is None else not eq
-    return getattr(sc, _PROVE[p.cmp])(lhs, rhs)
+    return getattr(sc, symbolic.PROVERS[p.cmp])(lhs, rhs)
 
 
 def analyze_constraints(prog):

@@ -31,7 +31,7 @@ class Pred:
         if self.cmp == "!=":
             eq = symbolic.prove_eq(self.lhs, self.rhs, **kw)
             return None if eq is None else not eq
-        return _PROVE[self.cmp](self.lhs, self.rhs, **kw)
+        return getattr(symbolic, symbolic.PROVERS[self.cmp])(self.lhs, self.rhs, **kw)
 
     def conjuncts(self) -> tuple["Pred", ...]:
         return tuple(p for q in self.lhs for p in q.conjuncts()) if self.cmp == "and" else (self,)
@@ -95,6 +95,3 @@ def bind_host_value(prog: Program, h: HostValue, as_shape: bool, where: str) -> 
                                  f"{where}: a size computed at run time is negative"))
     return symbolic.var(name)
 
-
-_PROVE = {"==": symbolic.prove_eq, ">=": symbolic.prove_ge, ">": symbolic.prove_gt,
-          "<=": symbolic.prove_le, "<": symbolic.prove_lt}

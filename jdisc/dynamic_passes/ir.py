@@ -77,10 +77,7 @@ class Value:
         return len(self.shape)
 
     def num_elements(self) -> Dim:
-        n: Dim = 1
-        for d in self.shape:
-            n = n * d
-        return n
+        return symbolic.prod(self.shape)
 
     def type_str(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"

@@ -31,7 +31,6 @@ MLIR_PIPELINE = (
 )
 
 _ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64", "index": "i64"}
-_DYNAMIC = ir.ShapedType.get_dynamic_size() if hasattr(ir.ShapedType, "get_dynamic_size") else -(2**63)
 _REDUCERS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
              "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or",
              "stablehlo.xor": "xor"}

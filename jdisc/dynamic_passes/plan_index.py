@@ -14,13 +14,12 @@ plan_check.py decides the obligations under the program's constraints.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Op, Value, bit_width
 from jdisc.dynamic_passes.ops import SAME_INDEX
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 
 
 Fact = tuple     # (lhs, cmp, rhs)
@@ -41,18 +40,6 @@ class Obligation:
     def shown(self) -> str:
         alts = [" and ".join(f"{l} {c} {r}" for l, c, r in alt) for alt in self.alternatives]
         return " or ".join(f"({a})" if len(self.alternatives) > 1 else a for a in alts)
-
-
-@functools.lru_cache(maxsize=4096)
-def _prod_of(dims: tuple) -> Dim:
-    out: Dim = 1
-    for d in dims:
-        out = out * d
-    return out
-
-
-def _prod(dims) -> Dim:
-    return _prod_of(tuple(dims))
 
 
 def _need(out: list, what: str, *alternatives, count: Dim | None = None) -> None:
@@ -84,7 +71,7 @@ def _rule_elementwise(op: Op, out: list) -> None:
     for i, x in enumerate(op.operands):
         if x.rank:      # rank-0 operands are read at ()
             _same_shape(out, x, v.shape, f"operand {i} read at the result's index",
-                        _prod(v.shape))
+                        prod(v.shape))
 
 
 def _rule_broadcast(op: Op, out: list) -> None:
@@ -99,7 +86,7 @@ def _rule_broadcast(op: Op, out: list) -> None:
         # read at the result's index, or at 0 when the dim turns out to be 1 at run time
         _need(out, f"operand axis {j} broadcast to result axis {d}", ((xd, "==", od),),
               ((xd, ">=", od),), ((xd, "==", 1),), (((xd - 1) * (xd - od), "==", 0),),
-              count=_prod(v.shape))
+              count=prod(v.shape))
 
 
 def _rule_transpose(op: Op, out: list) -> None:
@@ -109,7 +96,7 @@ def _rule_transpose(op: Op, out: list) -> None:
         return _impossible(out, f"permutation {perm} of rank {x.rank}")
     for k, p in enumerate(perm):
         _need(out, f"result axis {k} reads operand axis {p}", ((x.shape[p], "==", v.shape[k]),),
-              count=_prod(v.shape))
+              count=prod(v.shape))
 
 
 def _rule_reshape(op: Op, out: list) -> None:
@@ -122,7 +109,7 @@ def _rule_slice(op: Op, out: list) -> None:
     starts, limits, strides = (op.attrs[k] for k in ("start_indices", "limit_indices", "strides"))
     if not x.rank == v.rank == len(starts) == len(limits) == len(strides):
         return _impossible(out, "slice attributes of the wrong length")
-    count = _prod(v.shape)
+    count = prod(v.shape)
     for a, (d, s, l, st, n) in enumerate(zip(x.shape, starts, limits, strides, v.shape)):
         _need(out, f"axis {a}: the start", ((s, ">=", 0),), count=count)
         # the last index read, start + stride*(size - 1), is below the dim: directly, or
@@ -134,7 +121,7 @@ def _rule_slice(op: Op, out: list) -> None:
 
 def _rule_reverse(op: Op, out: list) -> None:
     x, v = op.operands[0], op.results[0]
-    _same_shape(out, x, v.shape, "reversed operand", _prod(v.shape))
+    _same_shape(out, x, v.shape, "reversed operand", prod(v.shape))
 
 
 def _rule_concatenate(op: Op, out: list) -> None:
@@ -157,7 +144,7 @@ def _rule_dynamic_slice(op: Op, out: list) -> None:
     sizes = op.attrs["slice_sizes"]
     if not x.rank == v.rank == len(sizes) == len(op.operands) - 1:
         return _impossible(out, "dynamic_slice with mismatched ranks")
-    count = _prod(sizes)
+    count = prod(sizes)
     for a, (d, n, r) in enumerate(zip(x.shape, sizes, v.shape)):
         # starts are clamped to [0, dim - size]: in bounds when size <= dim
         _need(out, f"axis {a}: the slice size", ((n, "<=", d),), count=count)
@@ -166,7 +153,7 @@ def _rule_dynamic_slice(op: Op, out: list) -> None:
 
 def _rule_dynamic_update_slice(op: Op, out: list) -> None:
     x, u, v = op.operands[0], op.operands[1], op.results[0]
-    _same_shape(out, x, v.shape, "the operand read at the result's index", _prod(v.shape))
+    _same_shape(out, x, v.shape, "the operand read at the result's index", prod(v.shape))
     if u.rank != x.rank or len(op.operands) != 2 + x.rank:
         return _impossible(out, "dynamic_update_slice with mismatched ranks")
     for a, (d, n) in enumerate(zip(x.shape, u.shape)):   # reads of the update are guarded
@@ -179,7 +166,7 @@ def _rule_gather(op: Op, out: list) -> None:
     dn, sizes = op.attrs["dimension_numbers"], op.attrs["slice_sizes"]
     if len(sizes) != x.rank:
         return _impossible(out, "slice_sizes of the wrong length")
-    count = _prod(v.shape)
+    count = prod(v.shape)
     for k, (d, n) in enumerate(zip(x.shape, sizes)):   # starts clamped to [0, dim - size]
         _need(out, f"operand axis {k}: the slice size", ((n, "<=", d),), count=count)
     skipped = set(dn["collapsed_slice_dims"]) | set(dn["operand_batching_dims"])

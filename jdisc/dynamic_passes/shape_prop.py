@@ -17,8 +17,8 @@ from jdisc.dynamic_passes.host_values import (  # noqa: F401 (HostValue: re-expo
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
 from jdisc.dynamic_passes.ops import ELEMENTWISE
 from jdisc.dynamic_passes.shape_contents import SymbolicContents, data_start_sizes
-from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.errors import JdiscError, ShapeError, UnsupportedOpError
+from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.errors import JdiscError, ShapeError
 
 
 
@@ -31,13 +31,6 @@ def _dilated_size(n: Dim, dilation: Dim) -> Dim:
     if isinstance(dilation, int) and dilation == 1:
         return n
     return symbolic.dmax(n * dilation - dilation + 1, 0)
-
-
-def _prod(dims) -> Dim:
-    out: Dim = 1
-    for d in dims:
-        out = out * d
-    return out
 
 
 class _Propagator(SymbolicContents):
@@ -205,14 +198,14 @@ class _Propagator(SymbolicContents):
 
     def shape_dynamic_reshape(self, op):
         out = self.require_sym(op, op.operands[1], "output_shape")
-        self.same_shape(op, (op.operands[0].num_elements(),), (_prod(out),), "element counts")
+        self.same_shape(op, (op.operands[0].num_elements(),), (prod(out),), "element counts")
         return [out]
 
     def shape_reshape(self, op):
         r, x = op.results[0], op.operands[0]
         unknown = [i for i, d in enumerate(r.shape) if d is None]
         if not unknown:     # a dynamic operand must hold exactly the static count
-            self.same_shape(op, (x.num_elements(),), (_prod(r.shape),), "element counts")
+            self.same_shape(op, (x.num_elements(),), (prod(r.shape),), "element counts")
             return [r.shape]
         if len(unknown) > 1:
             raise self.fail(op, "reshape with more than one dynamic result dim")
@@ -222,7 +215,7 @@ class _Propagator(SymbolicContents):
                 known = known * d
         out = list(r.shape)
         out[unknown[0]] = symbolic.floordiv(x.num_elements(), known)
-        self.same_shape(op, (x.num_elements(),), (_prod(out),), "element counts")
+        self.same_shape(op, (x.num_elements(),), (prod(out),), "element counts")
         return [tuple(out)]
 
     def shape_dynamic_iota(self, op):
@@ -344,7 +337,7 @@ class _Propagator(SymbolicContents):
                       (b, "<=", d, f"axis {axis} limit out of range")]
             out.append(symbolic.floordiv(b - a + c - 1, c))
         for lhs, cmp, rhs, what in reads:
-            self.bound_unless_empty(op, _prod(out), lhs, cmp, rhs, what)
+            self.bound_unless_empty(op, prod(out), lhs, cmp, rhs, what)
         return tuple(out)
 
     def bound_unless_empty(self, op, count: Dim, lhs: Dim, cmp: str, rhs: Dim,
@@ -486,7 +479,7 @@ class _Propagator(SymbolicContents):
         x = op.operands[0]
         sizes = op.attrs["slice_sizes"]
         for i, (d, n) in enumerate(zip(x.shape, sizes)):
-            self.bound_unless_empty(op, _prod(sizes), n, "<=", d,
+            self.bound_unless_empty(op, prod(sizes), n, "<=", d,
                                     f"slice size of axis {i} exceeds the operand")
         return [tuple(sizes)]
 
@@ -503,7 +496,7 @@ class _Propagator(SymbolicContents):
         out = self.gather_shape(op, idx, sizes)
         self.gather_index_checks(op, x, idx)
         for i, (d, n) in enumerate(zip(x.shape, sizes)):
-            self.bound_unless_empty(op, _prod(out), n, "<=", d,
+            self.bound_unless_empty(op, prod(out), n, "<=", d,
                                     f"slice size of axis {i} exceeds the operand")
         return [out]
 

@@ -23,6 +23,7 @@ else None. Ordering operators (``<`` ...) are deliberately not defined.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -369,6 +370,23 @@ def var(name: str) -> Expr:
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a dimension variable needs an identifier for a name, got {name!r}")
     return _atom_expr(Atom("var", (name,)))
+
+
+def prod(dims) -> Dim:
+    """The product of some dims (1 for none): an element count."""
+    return _prod(tuple(dims))
+
+
+@functools.lru_cache(maxsize=4096)    # the same shapes are counted again and again
+def _prod(dims: tuple) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = _mul(_dim(out), _dim(d))
+    return out
+
+
+# the name of the prover (here, or a ShapeConstraints method) of each comparison
+PROVERS = {"==": "prove_eq", ">=": "prove_ge", ">": "prove_gt", "<=": "prove_le", "<": "prove_lt"}
 
 
 def is_const(d) -> bool:

@@ -12,20 +12,13 @@ from typing import Callable
 from jdisc.dynamic_passes.dots import GemmLayout, gemm_layout
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import cast
 
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
-
-
-def _prod(dims) -> Dim:
-    out: Dim = 1
-    for d in dims:
-        out = out * d
-    return out
 
 
 def layout(op: Op) -> GemmLayout:
@@ -44,7 +37,7 @@ def size_limits(kernel: Kernel) -> list[Dim]:
     if op.results[0].dtype not in BLAS_GEMM:
         return []
     lay = layout(op)
-    m, n, k, nb = _prod(lay.m), _prod(lay.n), _prod(lay.k), _prod(lay.batch)
+    m, n, k, nb = prod(lay.m), prod(lay.n), prod(lay.k), prod(lay.batch)
     limits = [m, n, k]
     if lay.batch:   # batched calls also pass per-matrix strides and the count as blasint
         limits += [m * k, k * n, m * n, nb]
@@ -57,9 +50,9 @@ def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     lay = layout(op)
     out = op.results[0]
     a, b = inputs
-    w(f"const int64_t gemm_nb = {dim(_prod(lay.batch))};")
-    w(f"const int64_t gemm_m = {dim(_prod(lay.m))}, gemm_n = {dim(_prod(lay.n))}, "
-      f"gemm_k = {dim(_prod(lay.k))};")
+    w(f"const int64_t gemm_nb = {dim(prod(lay.batch))};")
+    w(f"const int64_t gemm_m = {dim(prod(lay.m))}, gemm_n = {dim(prod(lay.n))}, "
+      f"gemm_k = {dim(prod(lay.k))};")
     w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return 0;")
     _emit_outer_product(w, op, a, b, output)
     if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
@@ -147,7 +140,7 @@ def emit_trsm(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
     trans = "CblasNoTrans" if "NO_TRANSPOSE" in str(op.attrs.get("transpose_a")) \
         else "CblasTrans"   # TRANSPOSE, and ADJOINT of a real matrix
     diag = "CblasUnit" if op.attrs.get("unit_diagonal") else "CblasNonUnit"
-    w(f"const int64_t nb = {dim(_prod(b_val.shape[:-2]))}, rows = {dim(b_val.shape[-2])}, "
+    w(f"const int64_t nb = {dim(prod(b_val.shape[:-2]))}, rows = {dim(b_val.shape[-2])}, "
       f"cols = {dim(b_val.shape[-1])}, m = {dim(a_val.shape[-1])};")
     w(f"jd_copy({output}, {b}, sizeof({ctype(dt)}) * (size_t)(nb * rows * cols));")
     w("if (nb == 0 || rows == 0 || cols == 0) return 0;")

@@ -14,7 +14,7 @@ import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import ArgSpec, Program, format_program
+from jdisc.dynamic_passes.ir import ArgSpec, Program
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reductions, rng,
                             scatter, sort, stitch)
@@ -410,7 +410,3 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         if not region:
             w("jd_arena_put(arena, arena_cached);")
         w("return status;")
-
-
-def dump_text(prog: Program) -> str:
-    return format_program(prog)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
 from jdisc.errors import UnsupportedOpError
@@ -40,13 +40,6 @@ BLOCK_VECTORS = 12
 MAX_POSITIONS = 8
 # multiply-adds below which a convolution runs on one thread (waking threads costs more)
 PARALLEL_MIN_MACS = 1 << 22
-
-
-def _prod(dims) -> Dim:
-    n: Dim = 1
-    for d in dims:
-        n = n * d
-    return n
 
 
 def direct_blocks(op: Op) -> tuple[int, int] | None:
@@ -164,7 +157,7 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
     outer = " * ".join(["batch"] + [f"osz{i}" for i in range(last)])
     w(f"/* in parallel: rows of output positions ({outer} of them) */")
     w(f"#pragma omp parallel for collapse({ns}) schedule(dynamic, 1) num_threads(jd_num_threads) "
-      f"if ({outer} > 1 && {sizes} * {cout * cin_g * _prod(d.ksz)} >= {PARALLEL_MIN_MACS})")
+      f"if ({outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= {PARALLEL_MIN_MACS})")
     w("for (int64_t b = 0; b < batch; b++) {")
     for i in range(last):
         w.level += 1
@@ -288,8 +281,8 @@ def _emit_im2col(w: CWriter, op: Op, inputs: list[str], output: str, dim) -> Non
     w(f"const int64_t batch = {dim(x.shape[0])}, cin = {dim(x.shape[-1])}, "
       f"cout = {dim(k.shape[-1])};")
     w(f"const int64_t cin_g = cin / {groups}, cout_g = cout / {groups};")
-    w(f"const int64_t npos = {dim(_prod(out.shape[1:-1]))}, "
-      f"kk = {dim(_prod(k.shape[:-2]))} * cin_g;")
+    w(f"const int64_t npos = {dim(prod(out.shape[1:-1]))}, "
+      f"kk = {dim(prod(k.shape[:-2]))} * cin_g;")
     for i in range(ns):
         w(f"const int64_t isz{i} = {dim(x.shape[1 + i])}, ksz{i} = {dim(k.shape[i])}, "
           f"osz{i} = {dim(out.shape[1 + i])};")

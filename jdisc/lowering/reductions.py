@@ -21,12 +21,12 @@ from typing import Callable
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import (_COMBINE, _loop_nest, _Renderer, dilated_index,
                                     render_body)
-from jdisc.lowering.stitch import _close, _open_rows, _prod
+from jdisc.lowering.stitch import _close, _open_rows
 
 
 def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
@@ -224,7 +224,7 @@ def _open_output_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], work
     n = len(op.results)
     out = op.results[0]
     split = out.rank - 2 if inner and out.rank >= 3 else out.rank - 1
-    rows = _open_rows(w, r, out.shape[:split], dim(work * _prod(out.shape[split:-1])), dim)
+    rows = _open_rows(w, r, out.shape[:split], dim(work * prod(out.shape[split:-1])), dim)
     w(f"const int64_t n_lanes = {dim(out.shape[-1])};")
     at = "row"
     if split < out.rank - 1:

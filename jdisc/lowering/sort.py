@@ -10,17 +10,10 @@ from __future__ import annotations
 from typing import Callable
 
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import _loop_nest, _Renderer, render_body
-
-
-def _prod(dims) -> Dim:
-    n: Dim = 1
-    for d in dims:
-        n = n * d
-    return n
 
 
 def emit_comparator(w: CWriter, kernel: Kernel, inputs: dict[int, str], params: list[str],
@@ -62,8 +55,8 @@ def emit_sort(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
         close()
     names = {x.id: f"opnd{m}" for m, x in enumerate(computed)}
     ins = [inputs.get(x.id) or names[x.id] for x in op.operands]
-    w(f"const int64_t n_outer = {dim(_prod(shape[:d]))}, len = {dim(shape[d])}, "
-      f"n_inner = {dim(_prod(shape[d + 1:]))};")
+    w(f"const int64_t n_outer = {dim(prod(shape[:d]))}, len = {dim(shape[d])}, "
+      f"n_inner = {dim(prod(shape[d + 1:]))};")
     w("int failed = 0;")
     w("#pragma omp parallel num_threads(jd_num_threads) if (n_outer * n_inner > 64 && "
       "n_outer * n_inner * len >= 262144)")

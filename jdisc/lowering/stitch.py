@@ -15,7 +15,7 @@ from typing import Callable
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ops import EXPENSIVE
 from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.kernels import _COMBINE, _Renderer, reducer_identity
@@ -30,16 +30,9 @@ PARALLEL_MIN_WORK = 1 << 18
 _CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
 
 
-def _prod(dims) -> Dim:
-    n: Dim = 1
-    for d in dims:
-        n = n * d
-    return n
-
-
 def _open_rows(w: CWriter, r: _Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
     """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
-    w(f"const int64_t n_rows = {dim(_prod(rows_dims))}, n_cols = {cols};")
+    w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
     w(f"const int chunk = {_CHUNK};")
     w("#pragma omp parallel for schedule(dynamic, chunk) num_threads(jd_num_threads) "
       f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
@@ -88,7 +81,7 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
         return
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
-    r.row_idx = _open_rows(w, r, rows_dims, dim(_prod(cols_dims)), dim)
+    r.row_idx = _open_rows(w, r, rows_dims, dim(prod(cols_dims)), dim)
     r.row_values = row_values(kernel, rows_dims, {v.id for v in kernel.outputs}, r.assume)
     for op in kernel.ops:
         for v in op.results:
@@ -122,7 +115,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     reduces = [op for op in kernel.ops if op.name == "reduce"]
     full = reduces[0].operands[0].shape
     rows_dims, cols_dims = full[:k], full[k:]
-    n_rows = _prod(rows_dims)
+    n_rows = prod(rows_dims)
     level = _levels(kernel.ops)
     root, out = kernel.root, kernel.outputs[0]
     inside = {res.id for op in kernel.ops for res in op.results}
@@ -155,7 +148,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     later_reads -= r.row_values          # a row value is one scalar per row, never buffered
     cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
     buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
-    cols = dim(_prod(cols_dims))
+    cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
     w("#pragma omp parallel num_threads(jd_num_threads) "

@@ -14,7 +14,6 @@ Tolerances (max |jdisc - jax| relative to the output's scale, see conftest.asser
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 diffrax = pytest.importorskip("diffrax")

@@ -13,7 +13,6 @@ Tolerances (max |jdisc - jax| relative to the output's scale, see conftest.asser
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 eqx = pytest.importorskip("equinox")

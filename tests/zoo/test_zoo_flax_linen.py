@@ -15,8 +15,8 @@ import pytest
 
 nn = pytest.importorskip("flax.linen")
 
-from zoo_support import (BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal, padding_mask,
-                         to_numpy)
+from zoo_support import (BATCH_HW, BATCH_ONLY, BATCH_SEQ, check_model, init_params, normal,
+                         padding_mask)
 
 TOL_GEMM = 2e-5
 TOL_RECURRENT = 2e-5
