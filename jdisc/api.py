@@ -16,20 +16,15 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from jdisc import interop
+from jdisc import driver, interop
 from jdisc.aot import Explanation, Lowered
 from jdisc.compiled import Compiled
-from jdisc.custom_calls import runtime
-from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import dtype_name
-from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir, dump
 from jdisc.dynamic_passes.supported import dtype_problem
-from jdisc.errors import (ArgumentError, CompileError, JdiscError, UnsupportedOpError,
-                          compile_stage)
-from jdisc.export.exporter import ExportedFunction, export_function
+from jdisc.errors import ArgumentError, CompileError, JdiscError, UnsupportedOpError
+from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import (check_shared_names, leaf_specs,
                                 normalize_dynamic_axes, positional_names)
-from jdisc.lowering.codegen import generate
 
 
 class _XlaFallback:
@@ -74,42 +69,14 @@ def check_input_dtypes(leaves, name: str) -> None:
                                  + "\n".join(bad))
 
 
-def program_of(exported: ExportedFunction):
-    """StableHLO + symbolic signature -> jdisc IR after every pass (no C compiler involved)."""
-    kept_leaves = [exported.leaves[i] for i in exported.kept_inputs]
-    in_shapes = [tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
-                 for shape in exported.in_shapes]
-    return compile_stablehlo_to_ir(exported.module, name=exported.name,
-                                   donated=[i for i, l in enumerate(kept_leaves) if l.donated],
-                                   input_names=[l.name for l in kept_leaves],
-                                   input_shapes=in_shapes, output_names=exported.out_names)
-
-
 def lower_to_ir(fun: Callable, *args, dynamic_axes: Any = None, constraints: Sequence[str] = ()):
     """The IR jdisc.jit would compile for these (dynamic, positional) arguments."""
     names = positional_names(fun, len(args))
     leaves, in_tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
-    check_input_dtypes(leaves, getattr(fun, "__name__", "fn"))
-    with compile_stage("the export"):
-        exported = export_function(fun, leaves, in_tree, constraints)
-    return program_of(exported)
-
-
-def compile_exported(exported: ExportedFunction):
-    """StableHLO + symbolic signature -> IR passes -> C -> loaded library."""
-    prog = program_of(exported)
-    cprog, executable = build(prog)
-    return prog, cprog, executable
-
-
-def build(prog) -> tuple:
-    """IR after every pass -> C -> loaded library: (CProgram, runtime.Executable)."""
-    with compile_stage(f"the C generation for '{prog.name}'"):
-        cprog = generate(prog)
-    dump("kernels.c", cprog.source, prog.dump_name or prog.name)
-    with compile_stage(f"the C compiler driver for '{prog.name}'"):
-        executable = runtime.load(cprog)
-    return cprog, executable
+    name = getattr(fun, "__name__", "fn")
+    check_input_dtypes(leaves, name)
+    return driver.compile(driver.FunctionSource(fun, leaves, in_tree, constraints), name,
+                          until="passes").program
 
 
 _CANONICAL: dict = {}
@@ -296,18 +263,16 @@ class JdiscFunction:
         return self._finish(self._export(fun, leaves, in_tree), in_tree, fun, t0)
 
     def _export(self, fun: Callable, leaves, in_tree) -> ExportedFunction:
-        with compile_stage(f"the export of '{self.__name__}'"):
-            return export_function(fun, leaves, in_tree, self.constraints, name=self.__name__)
+        source = driver.FunctionSource(fun, leaves, in_tree, self.constraints)
+        return driver.compile(source, self.__name__, until="export").exported
 
     def _finish(self, exported: ExportedFunction, in_tree, fun: Callable, t0: float
                 ) -> Compiled:
-        prog, cprog, executable = compile_exported(exported)
+        c = driver.compile(exported, exported.name)
         self._stats["compiles"] += 1
-        self._stats["cache_hits"] += int(executable.library.cache_hit)
+        self._stats["cache_hits"] += int(c.executable.library.cache_hit)
         self._stats["compile_seconds"] += time.perf_counter() - t0
-        entry = Compiled(exported, executable, in_tree, prog)
-        entry.fun = fun     # statics bound: what vmap and grad re-export (interop.py)
-        return entry
+        return Compiled(exported, c.executable, in_tree, c.program, fun)
 
     def _entry(self, args: tuple, kwargs: dict, wait: bool = True) -> tuple:
         """(entry, dynamic args, their flat leaves, their treedef). The key is the statics
@@ -471,13 +436,12 @@ class JdiscFunction:
         `vjp_compiles` counting the compiles of the batched and backward programs that
         jax.vmap and jax.grad of this function made (interop.py)."""
         out = dict(self._stats)
-        for key, attr in (("vmap_compiles", "_vmapped_fns"), ("vjp_compiles", "_vjp_fn")):
+        for key, derived in (("vmap_compiles", lambda e: list(e.vmapped.values())),
+                             ("vjp_compiles", lambda e: [e.vjp] if e.vjp else [])):
             n = 0
             for entry in self._compiled.values():
-                derived = entry.__dict__.get(attr)
-                fns = derived.values() if isinstance(derived, dict) else [derived] if derived \
-                    else []
-                n += sum(f.jf.stats()["compiles"] for f in fns)
+                if isinstance(entry, Compiled):    # not an _XlaFallback
+                    n += sum(f.jf.stats()["compiles"] for f in derived(entry))
             if n:
                 out[key] = n
         return out

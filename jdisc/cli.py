@@ -115,8 +115,8 @@ def cmd_inspect(opts: argparse.Namespace) -> None:
         print(pkg.describe())
         prog = pkg.program()
     else:
-        from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
-        prog = compile_stablehlo_to_ir(read_module(opts.target), name="main")
+        from jdisc import driver
+        prog = driver.compile(read_module(opts.target), "main", until="passes").program
     from jdisc.explain import explain_program, fused_graph_dot
     print(explain_program(prog), end="")
     if opts.dot:

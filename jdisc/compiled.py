@@ -5,7 +5,7 @@ handed back as jax.Arrays on the inputs' device."""
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
@@ -20,8 +20,9 @@ class Compiled:
     """One compiled program for one static signature (dtypes, ranks, static dims)."""
 
     def __init__(self, exported: ExportedFunction, executable: runtime.Executable, in_tree: Any,
-                 program: Any = None):
+                 program: Any = None, fun: Callable | None = None):
         self.exported = exported
+        self.fun = fun      # statics bound: what vmap and grad re-export (interop.py)
         self.program = program
         self.in_tree = in_tree
         self.executable = executable
@@ -30,6 +31,10 @@ class Compiled:
         self._dropped_named = [i for i in range(len(self.leaves))
                                if i not in set(self.kept) and self.leaves[i].axes]
         self._all_kept = list(self.kept) == list(range(len(self.leaves)))
+        # made by interop.py when the program meets a JAX transformation, then kept
+        self.traceable: Callable | None = None   # the flat call as JAX primitives
+        self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
+        self.vjp: Any = None                      # jdisc of (primals, cotangents) -> cotangents
 
     @property
     def c_source(self) -> str:

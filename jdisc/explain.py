@@ -18,7 +18,7 @@ def explain_program(prog: Program) -> str:
         lines.append(f"  {c.lhs} {c.cmp} {c.rhs}    ({c.message[:90]})")
     for name, h in prog.derived:
         lines.append(f"  host-computed {name}")
-    constraints = getattr(prog, "constraints", None)
+    constraints = prog.constraints
     if constraints is not None:
         lines.append("constraints:")
         lines.extend(f"  {fact}" for fact in constraints.describe())

@@ -20,11 +20,13 @@ import jax
 import numpy as np
 
 from jdisc.custom_calls import ffi
+from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import numpy_dtype
 from jdisc.errors import DtypeError, JdiscError, ShapeError
 
 if TYPE_CHECKING:
-    from jdisc.api import Compiled, JdiscFunction
+    from jdisc.api import JdiscFunction
+    from jdisc.compiled import Compiled
 
 VMAP_DIM = "vmap_batch"
 
@@ -38,9 +40,9 @@ def is_traced(flat: list, _tracer=jax.core.Tracer) -> bool:
 
 def traced_call(jf: "JdiscFunction", entry: "Compiled", flat: list) -> list:
     """The outputs (flat) of `entry` on traced leaves, as JAX primitives."""
-    fn = getattr(entry, "_traceable", None)
+    fn = entry.traceable
     if fn is None:
-        fn = entry._traceable = _traceable(jf, entry)
+        fn = entry.traceable = _traceable(jf, entry)
     return list(fn(*flat))
 
 
@@ -130,10 +132,8 @@ def _leaf_axes(entry: "Compiled") -> list[dict[int, str]]:
 
 def _vmapped(jf: "JdiscFunction", entry: "Compiled", in_batched: tuple[bool, ...]):
     """jdisc.jit of jax.vmap(original): the batch is the symbolic dim `vmap_batch`."""
-    cache = entry.__dict__.setdefault("_vmapped_fns", {})
-    vf = cache.get(in_batched)
+    vf = entry.vmapped.get(in_batched)
     if vf is None:
-        from jdisc.api import JdiscFunction
         axes = []
         for batched, a in zip(in_batched, _leaf_axes(entry)):
             if VMAP_DIM in a.values():
@@ -142,16 +142,15 @@ def _vmapped(jf: "JdiscFunction", entry: "Compiled", in_batched: tuple[bool, ...
         in_axes = [0 if b else None for b in in_batched]
         fn = jax.vmap(_flat_fun(entry), in_axes=in_axes)
         fn.__name__ = f"vmap_{jf.__name__}"
-        vf = cache[in_batched] = _FlatJdisc(JdiscFunction(
+        vf = entry.vmapped[in_batched] = _FlatJdisc(type(jf)(
             fn, tuple(axes), jf.constraints, (), (), None))
     return vf
 
 
 def _vjp_function(jf: "JdiscFunction", entry: "Compiled"):
     """jdisc.jit of (primal leaves, output cotangents) -> cotangents of the float leaves."""
-    vf = entry.__dict__.get("_vjp_fn")
+    vf = entry.vjp
     if vf is None:
-        from jdisc.api import JdiscFunction
         flat_fun = _flat_fun(entry)
         is_float = [_is_float(spec.dtype) for spec in entry.leaves]
         n = len(entry.leaves)
@@ -167,14 +166,13 @@ def _vjp_function(jf: "JdiscFunction", entry: "Compiled"):
             return list(pullback(list(cts)))
         vjp_fun.__name__ = f"vjp_{jf.__name__}"
         axes = _leaf_axes(entry) + [_output_axes(spec) for spec in entry.program.outputs]
-        vf = entry._vjp_fn = _FlatJdisc(JdiscFunction(
+        vf = entry.vjp = _FlatJdisc(type(jf)(
             vjp_fun, tuple(axes), jf.constraints, (), (), None))
     return vf
 
 
 def _output_axes(spec) -> dict[int, str]:
     """Axis names for a cotangent: the output's symbolic dims, when each is one variable."""
-    from jdisc.dynamic_passes import symbolic
     axes = {}
     for i, d in enumerate(spec.shape):
         if isinstance(d, int):

@@ -13,10 +13,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jdisc.api import build
+from jdisc import driver
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes.ir import numpy_dtype
-from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
 from jdisc.errors import ArgumentError, DtypeError, ShapeError
 
 
@@ -25,8 +24,8 @@ class StablehloFunction:
     (jax.Arrays; 64-bit results are numpy arrays unless jax's x64 mode is on)."""
 
     def __init__(self, module: str | bytes, name: str = "main"):
-        self.program = compile_stablehlo_to_ir(module, name=name)
-        self.cprog, self.executable = build(self.program)
+        c = driver.compile(module, name)
+        self.program, self.cprog, self.executable = c.program, c.cprog, c.executable
 
     def __call__(self, *args: Any) -> list[jax.Array]:
         specs = self.cprog.inputs

@@ -31,7 +31,8 @@ import jaxlib
 import numpy as np
 
 from jdisc import package_file
-from jdisc.api import Compiled, jit, program_of
+from jdisc import driver
+from jdisc.api import Compiled, jit
 from jdisc.custom_calls import prebuilt, runtime
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import ArgSpec, dtype_name, numpy_dtype
@@ -146,12 +147,9 @@ class Package:
         """The jdisc IR after every pass, recompiled from the packaged StableHLO (no C
         compiler involved): what `explain` and `jdisc inspect` describe."""
         if self._call.program is None:
-            if self.manifest["kind"] == "function":
-                self._call.program = program_of(self._call.exported)
-            else:
-                from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
-                self._call.program = compile_stablehlo_to_ir(
-                    self.members[self.manifest["stablehlo"]], name=self.name)
+            source = self._call.exported if self.manifest["kind"] == "function" else \
+                self.members[self.manifest["stablehlo"]]
+            self._call.program = driver.compile(source, self.name, until="passes").program
         return self._call.program
 
     def explain(self) -> str:

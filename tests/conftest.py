@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("JDISC_CHECK_PLAN", "1")   # every compile's plans are checked (plan_check.py)
+os.environ.setdefault("JDISC_VERIFY", "1")       # the IR verified after every pass (verify.py)
 
 # Tests never touch the user's cache; one directory per session keeps compiles shared within it.
 if "JDISC_CACHE_DIR" not in os.environ:

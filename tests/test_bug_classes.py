@@ -89,9 +89,8 @@ def test_value_read_by_a_fused_op_and_by_a_materialised_broadcast():
 @pytest.mark.parametrize("chains", [1, 3])
 def test_deep_shared_dag_compiles_fast(chains):
     # x = x*x + x reads x three times: a walk per path is 3^depth; the compiler must be linear
-    from jdisc.api import (export_function, leaf_specs, normalize_dynamic_axes,
-                           positional_names, program_of)
-    from jdisc.lowering.codegen import generate
+    from jdisc import driver
+    from jdisc.api import leaf_specs, normalize_dynamic_axes, positional_names
 
     def f(x):
         xs = [x + 1e-4 * i for i in range(chains)]
@@ -103,9 +102,10 @@ def test_deep_shared_dag_compiles_fast(chains):
     x = np.full(5, 1e-3, np.float32)
     names = positional_names(f, 1)
     leaves, tree = leaf_specs((x,), normalize_dynamic_axes(({0: "n"},), names), names)
-    exported = export_function(f, leaves, tree, ())   # jax's tracing and export: not ours
+    # jax's tracing and export are not ours
+    exported = driver.compile(driver.FunctionSource(f, leaves, tree), "f", until="export").exported
     t = time.thread_time()   # this thread's CPU: busy neighbours and jax's threads add none
-    generate(program_of(exported))
+    driver.compile(exported, "f", until="c")
     # StableHLO -> IR -> every pass -> C, without the C compiler: ~0.35 s for 1,800 ops here
     assert time.thread_time() - t < 1.0
     jf = jdisc.jit(f, dynamic_axes=({0: "n"},))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from jdisc import api, cli
+from jdisc import cli, driver
 from jdisc.custom_calls import runtime
 from jdisc.dynamic_passes import mlir_import, pipeline
 from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
@@ -202,18 +202,18 @@ def test_internal_error_in_the_import_names_the_op(monkeypatch):
 
 
 def test_internal_errors_in_later_stages(monkeypatch):
-    monkeypatch.setattr(api, "generate", _boom)
+    monkeypatch.setattr(driver, "generate", _boom)
     _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "C generation")
     monkeypatch.undo()
     monkeypatch.setattr(runtime, "load", _boom)
     _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "C compiler driver")
     monkeypatch.undo()
-    monkeypatch.setattr(api, "export_function", _boom)
+    monkeypatch.setattr(driver, "export_function", _boom)
     _expect_internal(lambda: jdisc.jit(_fn, dynamic_axes=N)(X), "export")
 
 
 def test_internal_error_in_package_export(monkeypatch):
-    monkeypatch.setattr(api, "generate", _boom)
+    monkeypatch.setattr(driver, "generate", _boom)
     _expect_internal(lambda: jdisc.export(_fn, X, dynamic_axes=N), "C generation")
 
 
@@ -226,7 +226,7 @@ def test_internal_error_in_compile_stablehlo(monkeypatch):
 
 
 def test_internal_error_falls_back_with_a_warning(monkeypatch):
-    monkeypatch.setattr(api, "generate", _boom)
+    monkeypatch.setattr(driver, "generate", _boom)
     f = jdisc.jit(_fn, dynamic_axes=N, fallback="xla")
     with pytest.warns(UserWarning, match=r"CompileError.*RuntimeError: boom"):
         got = f(X)
@@ -246,7 +246,7 @@ def test_cli_compile_reports_internal_errors_in_one_line(monkeypatch, tmp_path, 
     assert err.startswith("jdisc compile: error: jdisc cannot compile") and "\n" not in err
     src.write_text("func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
                    "  return %a : tensor<?xf32>\n}")
-    monkeypatch.setattr(api, "generate", _boom)
+    monkeypatch.setattr(driver, "generate", _boom)
     assert cli.main(["compile", str(src), "-o", str(tmp_path / "m.jdisc")]) == 1
     err = capsys.readouterr().err.strip()
     assert "internal compiler error" in err and "RuntimeError: boom" in err and "\n" not in err

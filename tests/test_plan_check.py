@@ -343,6 +343,6 @@ func.func @main(%x: tensor<?x?x?x?xf32>, %k: tensor<?x?x?x?xf32>) -> tensor<?x?x
 
 @pytest.mark.parametrize("name", sorted(SHAPE_RULE_PROGRAMS))
 def test_shape_rules_check_what_their_kernels_read(name, monkeypatch):
-    from jdisc.dynamic_passes.pipeline import compile_stablehlo_to_ir
+    from jdisc import driver
     monkeypatch.setenv("JDISC_CHECK_PLAN", "1")
-    check_plan(compile_stablehlo_to_ir(SHAPE_RULE_PROGRAMS[name]), recursive=True)
+    check_plan(driver.compile(SHAPE_RULE_PROGRAMS[name], until="passes").program, recursive=True)

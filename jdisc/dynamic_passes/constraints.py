@@ -453,5 +453,5 @@ def _decide_node(sc: ShapeConstraints, p: Pred, memo: dict) -> bool | None:
 
 def analyze_constraints(prog):
     """Pass: attach `prog.constraints`, the facts the launcher's checks guarantee."""
-    setattr(prog, "constraints", ShapeConstraints.from_program(prog))
+    prog.constraints = ShapeConstraints.from_program(prog)
     return prog

@@ -27,7 +27,7 @@ validated afterwards; a reduction that breaks it is materialised and the plan is
 from __future__ import annotations
 
 import dataclasses
-import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -96,17 +96,13 @@ def _numel(v: Value) -> symbolic.Dim:
     return v.num_elements()
 
 
-class _Prover(threading.local):
-    """The planner's equality prover (per thread): plan_kernels installs the program's
-    constraint analysis, so facts the launcher checks let more ops share a kernel."""
-    eq = staticmethod(symbolic.prove_eq)
+# "these two dims are provably equal": the planner's prover, the program's constraint analysis
+# where there is one (facts the launcher checks let more ops share a kernel)
+Same = Callable[[symbolic.Dim, symbolic.Dim], bool]
 
 
-_PROVER = _Prover()
-
-
-def _same(a, b) -> bool:
-    return _PROVER.eq(a, b) is True
+def _all_same(same: Same, xs, ys) -> bool:
+    return all(same(a, b) for a, b in zip(xs, ys))
 
 
 def _row_reduce_rank(op: Op) -> int | None:
@@ -151,7 +147,7 @@ class _Group:
         return n
 
 
-def _effective_users(v: Value, users: dict[int, list[Op]], materialised: set[int],
+def _effective_users(v: Value, users: dict[int, list[Op]], materialised: set[int], same: Same,
                      expanding: bool = False) -> list[tuple[Op, bool]]:
     """Consumers of v, looking through the broadcasts that are recomputed in their consumers
     (not those written to memory: such a broadcast is a kernel reading v); each with whether
@@ -159,14 +155,14 @@ def _effective_users(v: Value, users: dict[int, list[Op]], materialised: set[int
     out = []
     for u in users.get(v.id, []):
         if u.name == "broadcast_in_dim" and u.results[0].id not in materialised:
-            grows = not _same(_numel(u.results[0]), _numel(v))
-            out += _effective_users(u.results[0], users, materialised, expanding or grows)
+            grows = not same(_numel(u.results[0]), _numel(v))
+            out += _effective_users(u.results[0], users, materialised, same, expanding or grows)
         else:
             out.append((u, expanding))
     return out
 
 
-def _assign(prog: Program, forced: set[int]) -> list[_Group]:
+def _assign(prog: Program, forced: set[int], same: Same) -> list[_Group]:
     users: dict[int, list[Op]] = {}
     for op in prog.body.ops:
         for v in op.operands:
@@ -187,11 +183,11 @@ def _assign(prog: Program, forced: set[int]) -> list[_Group]:
             continue
         target = None
         if len(op.results) == 1 and v.id not in results and id(op) not in forced:
-            eff = _effective_users(v, users, results)
+            eff = _effective_users(v, users, results, same)
             ugroups = {id(group_of[id(u)]): group_of[id(u)] for u, _ in eff if id(u) in group_of}
             if len(ugroups) == 1 and all(id(u) in group_of for u, _ in eff):
                 g = next(iter(ugroups.values()))
-                if _can_absorb(g, op, eff):
+                if _can_absorb(g, op, eff, same):
                     target = g
         if target is None:
             target = _Group(op)
@@ -211,7 +207,7 @@ def _in_place(op: Op) -> bool:
     return op.name == "dynamic_update_slice" and bool(op.attrs.get("in_place"))
 
 
-def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
+def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]], same: Same) -> bool:
     if g.root.name in MEMORY_OPERANDS or any(u.name in MEMORY_OPERANDS for u, _ in eff_users):
         return False   # library calls and sorts read their operands from memory
     if _in_place(g.root) or any(_in_place(u) for u, _ in eff_users) or _in_place(op):
@@ -228,15 +224,15 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
         if g.row_rank is not None and g.row_rank != k:
             return False
         x = op.operands[0]
-        if x.rank != len(g.full) or not all(_same(a, b) for a, b in zip(x.shape, g.full)):
+        if x.rank != len(g.full) or not _all_same(same, x.shape, g.full):
             return False
         g.expanded[id(op)] = False
         return True
     if op.name not in LOOP_OPS:
         return False
-    expanded = any(g.expanded.get(id(u), True) or grows or not _reads_whole(u, v)
+    expanded = any(g.expanded.get(id(u), True) or grows or not _reads_whole(u, v, same)
                    for u, grows in eff_users)
-    j = _row_prefix(v, g.full)
+    j = _row_prefix(v, g.full, same)
     row_level = j is not None and (g.row_rank == j or g.row_rank is None
                                    and g.root.name != "reduce")
     if expanded and op.name in EXPENSIVE and not row_level:
@@ -247,24 +243,24 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]]) -> bool:
     return True
 
 
-def _row_prefix(v: Value, full) -> int | None:
+def _row_prefix(v: Value, full, same: Same) -> int | None:
     """j when v's shape is full[:j] followed by 1s (one value per row of the leading j dims)."""
     j = v.rank
     while j > 0 and v.shape[j - 1] == 1:
         j -= 1
-    if j == 0 or j >= len(full) or not all(_same(a, b) for a, b in zip(v.shape[:j], full)):
+    if j == 0 or j >= len(full) or not _all_same(same, v.shape[:j], full):
         return None
     return j
 
 
-def _reads_whole(user: Op, v: Value) -> bool:
+def _reads_whole(user: Op, v: Value, same: Same) -> bool:
     """The user reads each element of v about once (no broadcast expansion)."""
     if user.name == "reduce":
         return True
-    return _same(_numel(user.results[0]), _numel(v))
+    return same(_numel(user.results[0]), _numel(v))
 
 
-def _validate(g: _Group, order: dict[int, int]) -> set[int]:
+def _validate(g: _Group, order: dict[int, int], same: Same) -> set[int]:
     """Reduces of a stitch group that break its row structure (empty when valid)."""
     if g.kind != "stitch":
         return set()
@@ -280,21 +276,21 @@ def _validate(g: _Group, order: dict[int, int]) -> set[int]:
             dep |= deps.get(x.id, set())
         if op.name == "reduce":
             deps[op.results[0].id] = dep | {id(op)}
-            if not all(_same(a, b) for a, b in zip(op.operands[0].shape, full)):
+            if not _all_same(same, op.operands[0].shape, full):
                 bad |= deps[op.results[0].id]
             continue
         r = op.results[0]
         deps[r.id] = dep
         if not dep:
             continue
-        is_full = r.rank == len(full) and all(_same(a, b) for a, b in zip(r.shape, full))
-        is_row = _same(_numel(r), row_n)
+        is_full = r.rank == len(full) and _all_same(same, r.shape, full)
+        is_row = same(_numel(r), row_n)
         ok = is_full or is_row
         if op.name == "broadcast_in_dim" and ok:
             x = op.operands[0]
             if x.id in inside and deps.get(x.id):
                 dims = op.attrs["broadcast_dimensions"]
-                ok = _same(_numel(x), row_n) and tuple(dims[:k]) == tuple(range(k)) and all(
+                ok = same(_numel(x), row_n) and tuple(dims[:k]) == tuple(range(k)) and all(
                     x.shape[j] == 1 for j in range(k, x.rank))
         elif op.name == "reshape" and not is_row:
             ok = False
@@ -306,21 +302,29 @@ def _validate(g: _Group, order: dict[int, int]) -> set[int]:
 
 
 def plan_kernels(prog: Program) -> Program:
-    """Pass: group ops into kernels (`prog.kernels`) and decide what is materialised."""
+    """Pass: group ops into kernels (`prog.kernels`) and decide what is materialised, with the
+    program's constraint analysis as the prover of equal dims."""
+    constraints = prog.constraints
+    prove_eq = constraints.prove_eq if constraints is not None else symbolic.prove_eq
+    prog.kernels = plan_groups(prog, prove_eq)
+    return prog
+
+
+def plan_groups(prog: Program, prove_eq: Callable) -> list[Kernel]:
+    """The kernels of `prog`; `prove_eq(a, b)` is True when dims a and b are provably equal."""
+    def same(a, b) -> bool:
+        return prove_eq(a, b) is True
+
+    constraints = prog.constraints
     forced: set[int] = set()
     order = {id(op): i for i, op in enumerate(prog.body.ops)}
-    constraints = getattr(prog, "constraints", None)
-    _PROVER.eq = constraints.prove_eq if constraints is not None else symbolic.prove_eq
-    try:
-        while True:
-            groups = _assign(prog, forced)
-            bad = set().union(*(_validate(g, order) for g in groups)) if groups else set()
-            if not bad:
-                break
-            forced |= bad
-        clusters = _merge_siblings(groups, order)
-    finally:
-        _PROVER.eq = symbolic.prove_eq
+    while True:
+        groups = _assign(prog, forced, same)
+        bad = set().union(*(_validate(g, order, same) for g in groups)) if groups else set()
+        if not bad:
+            break
+        forced |= bad
+    clusters = _merge_siblings(groups, order, same)
     kernels: list[Kernel] = []
     written = {m.root.results[0].id for c in clusters for m in c if m.root.results}
     for cluster in clusters:
@@ -336,8 +340,7 @@ def plan_kernels(prog: Program) -> Program:
             else list(g.root.results)
         kernels.append(Kernel(name, kind, ops, outputs, _inputs_of(ops), g.row_rank or 0,
                               equal_dims=_checked_equal_dims(ops, constraints)))
-    prog.kernels = kernels
-    return prog
+    return kernels
 
 
 def _checked_equal_dims(ops: list[Op], constraints) -> frozenset:
@@ -365,7 +368,8 @@ def _is_alias(g: _Group) -> bool:
     return same_bytes and len(g.ops) == 1 and not _free_value(root.operands[0])
 
 
-def _merge_siblings(groups: list[_Group], order: dict[int, int]) -> list[list[_Group]]:
+def _merge_siblings(groups: list[_Group], order: dict[int, int], same: Same
+                    ) -> list[list[_Group]]:
     """Multi-output fusion: loop kernels over the same shape that read a common buffer and do
     not depend on each other become one kernel writing several outputs (each input is read
     once per element instead of once per kernel)."""
@@ -394,8 +398,8 @@ def _merge_siblings(groups: list[_Group], order: dict[int, int]) -> list[list[_G
                 later_writes |= writes[ci]
                 if head.kind == "loop" and not _is_alias(head) and \
                         (head.row_rank or 0) == (g.row_rank or 0) and readers[ci] & mine and \
-                        head.root.results[0].rank == out.rank and all(
-                            _same(a, b) for a, b in zip(head.root.results[0].shape, out.shape)):
+                        head.root.results[0].rank == out.rank and \
+                        _all_same(same, head.root.results[0].shape, out.shape):
                     target = ci
                     break
         produced = {r.id for r in g.root.results}

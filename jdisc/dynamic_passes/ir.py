@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.symbolic import Dim
+
+if TYPE_CHECKING:   # the passes that fill Program's later fields (they import this module)
+    from jdisc.dynamic_passes.constraints import ShapeConstraints
+    from jdisc.dynamic_passes.fusion import Kernel
+    from jdisc.dynamic_passes.memory_plan import MemoryPlan
 
 # dtype name -> numpy dtype. Short names follow StableHLO's element types (ui32 -> u32).
 NUMPY_DTYPES = {
@@ -149,6 +154,15 @@ class ArgSpec:
     shape: tuple[Dim, ...]
 
 
+@dataclasses.dataclass
+class Scope:
+    """What a region program knows from the top level: its dimension variables, the ones the
+    launcher derives, and the checks that hold (the top level's and the region's own)."""
+    dim_vars: list[str]
+    derived: list
+    checks: list[Check]
+
+
 @dataclasses.dataclass(eq=False)
 class Program:
     name: str
@@ -156,9 +170,11 @@ class Program:
     inputs: list[ArgSpec]
     outputs: list[ArgSpec]
     checks: list[Check] = dataclasses.field(default_factory=list)
-    kernels: list = dataclasses.field(default_factory=list)   # set by fusion.plan_kernels
-    memory: object = None                                     # set by memory_plan.plan_memory
-    constraints: object = None                          # set by constraints.analyze_constraints
+    kernels: list[Kernel] = dataclasses.field(default_factory=list)  # fusion.plan_kernels
+    memory: MemoryPlan | None = None                               # memory_plan.plan_memory
+    constraints: ShapeConstraints | None = None            # constraints.analyze_constraints
+    # a region program (a while body, an if branch): the program around it (compile_regions)
+    scope: Scope | None = None
     # dimension variables the launcher computes from others: (name, shape_prop.HostValue)
     derived: list = dataclasses.field(default_factory=list)
     # the JDISC_DUMP_DIR folder of this program: its name and a hash of its StableHLO, so that

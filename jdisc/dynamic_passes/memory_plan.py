@@ -160,7 +160,7 @@ def plan_memory(prog: Program) -> Program:
         frozen.append(Slot(i, s.size, offset, s.raw, tuple(s.names)))
         offset = offset + s.size
     plan = MemoryPlan(tuple(frozen), assignment, offset, live)
-    setattr(prog, "memory", plan)
+    prog.memory = plan
     return prog
 
 

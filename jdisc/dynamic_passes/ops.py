@@ -44,25 +44,36 @@ class OpInfo:
     # its regions: "scalar" (a scalar computation rendered inline), "reducer" (recognised as
     # add/max/... or kept as a scalar body), "program" (whole sub-programs run by the host)
     regions: str | None = None
+    operands: int | None = None     # how many operands, where fixed (the verifier checks it)
+    # element types: "same" (operands and results all of one type), "to_i1" (operands of one
+    # type, an i1 result), "select" (an i1 predicate, then the result's type), None (any)
+    dtypes: str | None = None
 
 
-def _elementwise(names: str, **kw) -> list[OpInfo]:
-    return [OpInfo(n, "elementwise", same_shape=True, in_loop=True, **kw) for n in names.split()]
+def _elementwise(names: str, operands: int | None, dtypes: str | None = "same",
+                 **kw) -> list[OpInfo]:
+    return [OpInfo(n, "elementwise", same_shape=True, in_loop=True, operands=operands,
+                   dtypes=dtypes, **kw) for n in names.split()]
 
 
 _ENTRIES: list[OpInfo] = [
     *_elementwise("""
-        abs add and ceil compare convert floor is_finite maximum minimum multiply negate not or
-        round_nearest_afz round_nearest_even sign subtract xor shift_left shift_right_arithmetic
-        shift_right_logical popcnt count_leading_zeros bitcast_convert reduce_precision
-        real imag"""),
-    *_elementwise("map", regions="scalar"),
+        abs ceil floor negate not round_nearest_afz round_nearest_even sign popcnt
+        count_leading_zeros reduce_precision""", 1),
+    *_elementwise("""
+        add and maximum minimum multiply or subtract xor shift_left shift_right_arithmetic
+        shift_right_logical""", 2),
+    *_elementwise("is_finite", 1, "to_i1"),
+    *_elementwise("compare", 2, "to_i1"),
+    *_elementwise("convert bitcast_convert real imag", 1, None),
+    *_elementwise("map", None, None, regions="scalar"),
     # transcendental or dividing: recomputing one per broadcast element would cost real time
     *_elementwise("""
-        exponential exponential_minus_one log log_plus_one tanh logistic power sine cosine tan
-        atan2 cbrt sqrt rsqrt divide remainder""", expensive=True),
-    OpInfo("select", "elementwise", in_loop=True),
-    OpInfo("clamp", "elementwise", in_loop=True),
+        exponential exponential_minus_one log log_plus_one tanh logistic sine cosine tan cbrt
+        sqrt rsqrt""", 1, expensive=True),
+    *_elementwise("power atan2 divide remainder", 2, expensive=True),
+    OpInfo("select", "elementwise", in_loop=True, operands=3, dtypes="select"),
+    OpInfo("clamp", "elementwise", in_loop=True, operands=3, dtypes="same"),
     # data movement and creation
     OpInfo("broadcast_in_dim", "movement", in_loop=True),
     OpInfo("reshape", "movement", in_loop=True),

@@ -12,12 +12,9 @@ original (`errors.compile_stage`).
 
 from __future__ import annotations
 
-import hashlib
 import os
-from types import SimpleNamespace
 from typing import Callable, Sequence
 
-from jdisc.dynamic_passes import mlir_import
 from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                               resolve_dynamic_ops)
 from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
@@ -26,8 +23,9 @@ from jdisc.dynamic_passes.control_flow import (forward_loop_invariants, outline_
 from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
 from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
-from jdisc.dynamic_passes.ir import Program, Value, format_program
+from jdisc.dynamic_passes.ir import Program, Scope, Value, format_program
 from jdisc.dynamic_passes.memory_plan import plan_donation, plan_memory
+from jdisc.dynamic_passes.plan_check import check_plan
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
 from jdisc.dynamic_passes.verify import verify
@@ -40,15 +38,13 @@ Pass = Callable[[Program], Program]
 def compile_regions(prog: Program) -> Program:
     """Pass: the regions of while/if/case (outlined Programs) go through REGION_PASSES, with
     the top level's constraints; each control op gets a scratch buffer for its regions."""
-    scope = getattr(prog, "scope", None) or SimpleNamespace(
-        dim_vars=prog.dim_vars, derived=prog.derived, checks=list(prog.checks))
+    scope = prog.scope or Scope(prog.dim_vars, prog.derived, list(prog.checks))
     for op in prog.body.ops:
         if not op.programs:
             continue
         for sub in op.programs:
             # inside a region, its own checks hold too
-            sub.scope = SimpleNamespace(dim_vars=scope.dim_vars, derived=scope.derived,
-                                        checks=scope.checks + sub.checks)
+            sub.scope = Scope(scope.dim_vars, scope.derived, scope.checks + sub.checks)
             sub.constraints = (ShapeConstraints.from_program(sub.scope) if sub.checks
                                else prog.constraints)
             run_passes(sub, REGION_PASSES, dump_as=f"{prog.name}.{sub.name}")
@@ -121,31 +117,6 @@ def run_passes(prog: Program, passes: Sequence[Pass] = PASSES,
         if dump_dir() is not None:
             dump(f"{i + 1:02d}_{p.__name__}.txt", format_program(prog), where)
     if prog.memory is not None and check_plan_enabled():
-        from jdisc.dynamic_passes.plan_check import check_plan
         with compile_stage(f"the plan checker on '{where}'"):
             check_plan(prog)
     return prog
-
-
-def compile_stablehlo_to_ir(module: str | bytes, name: str = "main", donated=(),
-                            **import_kw) -> Program:
-    """StableHLO text/bytecode -> MLIR clean-up -> jdisc IR -> all passes. `donated`: the
-    positions of inputs whose buffers the caller gives away (results may reuse them)."""
-    with compile_stage("creating the MLIR context"):
-        ctx = mlir_import.make_context()
-    mod = mlir_import.parse_module(module, ctx)
-    folder = name
-    if dump_dir() is not None:
-        text = str(mod)
-        folder = f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
-        dump("00_stablehlo.mlir", text, folder)
-    mlir_import.run_mlir_pipeline(mod)
-    if dump_dir() is not None:
-        dump("00_stablehlo_clean.mlir", str(mod), folder)
-    with compile_stage("the MLIR import"), ctx:
-        prog = mlir_import.import_module(mod, name, **import_kw)
-    prog.dump_name = folder
-    prog.donated = frozenset(donated)
-    if dump_dir() is not None:
-        dump("00_imported.txt", format_program(prog), folder)
-    return run_passes(prog)

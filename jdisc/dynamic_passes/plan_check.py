@@ -336,11 +336,9 @@ def check_donation(prog: Program) -> list[str]:
 
 
 def constraints_of(prog: Program) -> ShapeConstraints:
-    sc = getattr(prog, "constraints", None)
-    if isinstance(sc, ShapeConstraints):
-        return sc
-    scope = getattr(prog, "scope", None) or prog
-    return ShapeConstraints.from_program(scope)
+    if prog.constraints is not None:
+        return prog.constraints
+    return ShapeConstraints.from_program(prog.scope or prog)
 
 
 def check_index_maps(prog: Program, prover: ShapeConstraints | None = None) -> list[str]:
