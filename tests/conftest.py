@@ -79,26 +79,56 @@ def rng():
 
 
 def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=()):
-    """jdisc.jit(fn) against jax.jit(fn) at each size (one compile for all); returns the jdisc
+    """`differential` at each size n of `sizes` (arguments `make_args(n)`); returns the jdisc
     function and the last arguments."""
+    arg_sets = {f"n={n}": make_args(n) for n in sizes}
+    jf = differential(fn, dynamic_axes, arg_sets, tol, constraints=constraints)
+    return jf, list(arg_sets.values())[-1] if arg_sets else None
+
+
+def differential(fn, dynamic_axes, arg_sets, tol=0.0, *, constraints=(), what=None):
+    """The differential test: jdisc.jit(fn) against jax.jit(fn) on every argument set.
+
+    One jdisc compile serves every set and no XLA compile happens during the jdisc calls;
+    outputs are jax.Arrays with jax's pytree structure, dtypes and shapes, each leaf within
+    `assert_close(tol)` (`tol` a number, or a function of the expected leaf). `arg_sets`: a
+    dict {label: args} or a sequence of argument tuples, all made before anything is counted.
+    Returns the jdisc function."""
     import jax
     import jdisc
+    if not isinstance(arg_sets, dict):
+        arg_sets = {_input_shapes(args): args for args in arg_sets}
+    what = what or getattr(fn, "__name__", "fn")
     jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
-    args = None
-    for n in sizes:
-        args = make_args(n)
-        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, f"n={n}"),
-                               jf(*args), jax.jit(fn)(*args))
-    assert jf.stats()["compiles"] == 1
-    return jf, args
+    outs = []
+    with XLA_COMPILES.counting() as seen:
+        for args in arg_sets.values():
+            outs.append(jf(*args))
+    assert seen[0] == 0, f"{what}: {seen[0]} XLA compile(s) during the jdisc calls"
+    assert jf.stats()["compiles"] == 1, f"{what}: {jf.stats()}"
+    ref = jax.jit(fn)
+    for (label, args), got in zip(arg_sets.items(), outs):
+        want = ref(*args)
+        where = f"{what} at {label}"
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert isinstance(g, jax.Array), f"{where}: a {type(g).__name__}, not a jax.Array"
+            assert_close(g, w, tol(w) if callable(tol) else tol, where)
+    return jf
+
+
+def _input_shapes(args) -> str:
+    import jax
+    shapes = [np.shape(a) for a in jax.tree_util.tree_leaves(args) if np.ndim(a)][-3:]
+    return f"input shapes {shapes}"
 
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
 
 class XlaCompileCounter:
-    """Counts XLA backend compiles reported through jax.monitoring while enabled (one instance
-    per test module: each registers one listener)."""
+    """Counts XLA backend compiles reported through jax.monitoring while enabled (each instance
+    registers a listener: the suite shares XLA_COMPILES)."""
 
     def __init__(self):
         self.count = 0
@@ -120,3 +150,6 @@ class XlaCompileCounter:
         finally:
             self.enabled = False
             seen[0] = self.count - before
+
+
+XLA_COMPILES = XlaCompileCounter()   # shared by every test module that counts

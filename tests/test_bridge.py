@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import XlaCompileCounter, assert_close
-
-_XLA = XlaCompileCounter()
+from conftest import XLA_COMPILES as _XLA, assert_close
 
 
 def _wait_ready(f, x, timeout=300):

@@ -6,9 +6,7 @@ import numpy as np
 
 import jdisc
 from jdisc import workloads as W
-from conftest import XlaCompileCounter, assert_close
-
-_counter = XlaCompileCounter()
+from conftest import XLA_COMPILES as _counter, assert_close
 
 
 def test_counter_sees_xla_compiles():

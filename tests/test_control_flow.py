@@ -43,7 +43,7 @@ from jdisc import control_models as C
 from jdisc.dynamic_passes import mlir_import
 from jdisc.export.exporter import export_function
 from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
-from conftest import assert_close
+from conftest import assert_close, differential
 
 TOL_RECURRENT = 2e-5
 TOL_ELEMENTWISE = 2e-6
@@ -51,20 +51,6 @@ TOL_SOLVER = 1e-5
 
 # (T, B): dims of 1, small primes, and a few larger ones for each dim
 SHAPES_TB = [(1, 1), (2, 3), (3, 7), (7, 2), (64, 1), (129, 2), (5, 64)]
-
-
-def differential(fn, dynamic_axes, arg_sets, tol, what=None):
-    """jdisc.jit(fn) vs jax.jit(fn) on every argument tuple; one jdisc compile for all of them."""
-    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes)
-    ref = jax.jit(fn)
-    for args in arg_sets:
-        got, want = jf(*args), ref(*args)
-        shapes = [np.shape(a) for a in jax.tree_util.tree_leaves(args) if np.ndim(a)][-3:]
-        where = f"{what or fn.__name__} at input shapes {shapes}"
-        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
-        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, where), got, want)
-        assert all(isinstance(g, jax.Array) for g in jax.tree_util.tree_leaves(got)), where
-    assert jf.stats()["compiles"] == 1, jf.stats()
 
 
 def normal(rng, *shape, scale=1.0):

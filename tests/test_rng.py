@@ -11,7 +11,7 @@ from jax._src import xla_bridge
 from jax._src.lib import xla_client
 
 import jdisc
-from conftest import assert_close
+from conftest import check_against_jax
 from test_passes import to_ir
 
 A = jax.lax.RandomAlgorithm
@@ -23,14 +23,7 @@ KEY32 = np.array([7, 0xFFFFFFFF, 0xFFFFFFFD, 3], np.uint32)   # jax's u32[4] key
 
 def check(fn, dynamic_axes, args_for, sizes, tol=0.0):
     """jdisc (compiled once) against jax.jit at every size; exact unless tol is given."""
-    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes)
-    for n in sizes:
-        args = args_for(n)
-        for k, (g, w) in enumerate(zip(jax.tree_util.tree_leaves(jf(*args)),
-                                       jax.tree_util.tree_leaves(jax.jit(fn)(*args)))):
-            assert_close(g, w, tol, f"output {k}, n={n}")
-    assert jf.stats()["compiles"] == 1
-    return jf
+    return check_against_jax(fn, dynamic_axes, args_for, sizes, tol)[0]
 
 
 def xla_run(module: str, *args) -> list[np.ndarray]:

@@ -12,10 +12,7 @@ import jax
 import jax.monitoring
 import numpy as np
 
-import jdisc
-from conftest import XlaCompileCounter, assert_close
-
-XLA_COMPILES = XlaCompileCounter()
+from conftest import differential
 
 
 def cheap_random():
@@ -59,24 +56,11 @@ def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), wha
     cache them (eqx.nn.RotaryPositionalEmbedding's sin/cos table): that is XLA work of the
     model's, not of the jdisc calls. Returns the jdisc function for further inspection."""
     check_shape_plan(shapes)
-    what = what or getattr(fn, "__name__", "model")
-    arg_sets = [make_args(**s) for s in shapes]
+    arg_sets = {str(s): make_args(**s) for s in shapes}
     if trace_first:
-        jax.eval_shape(fn, *arg_sets[0])
-    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
-    outs = []
-    with XLA_COMPILES.counting() as seen:
-        for args in arg_sets:
-            outs.append(to_numpy(jf(*args)))
-    assert seen[0] == 0, f"{what}: {seen[0]} XLA compiles during the jdisc calls"
-    assert jf.stats()["compiles"] == 1, f"{what}: {jf.stats()}"
-    ref = jax.jit(fn)
-    for shape, args, got in zip(shapes, arg_sets, outs):
-        want = to_numpy(ref(*args))
-        where = f"{what} at {shape}"
-        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
-        jax.tree_util.tree_map(lambda g, w: assert_close(g, w, tol, where), got, want)
-    return jf
+        jax.eval_shape(fn, *next(iter(arg_sets.values())))
+    return differential(fn, dynamic_axes, arg_sets, tol, constraints=constraints,
+                        what=what or getattr(fn, "__name__", "model"))
 
 
 def normal(rng, *shape, scale=1.0, dtype=np.float32):
