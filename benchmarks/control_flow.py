@@ -5,7 +5,7 @@ iteration of a while loop.
     python benchmarks/control_flow.py [--shapes 10] [--repeats 7] [--quick] [--json OUT.json]
                                       [--seed 0] [--skip-lstm] [--skip-loop]
 
-LSTM (jdisc/control_models.py: D=32, H=64, xs[T, B, 32], dynamic T and B): for each of
+LSTM (tests/control_models.py: D=32, H=64, xs[T, B, 32], dynamic T and B): for each of
 `--shapes` distinct (T, B) shapes (T in 1..256, B in 1..8, drawn from a fixed seed, sorted by
 T*B) it measures XLA's compile time (`lower().compile()`) and the steady-state time of jdisc
 and of XLA's executable, interleaved call by call (medians of `--repeats`), and their ratio;
@@ -33,13 +33,15 @@ import time
 
 import stream   # benchmarks/stream.py: jdisc.bench's helpers (cold caches under a temp dir)
 
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "tests"))
+import control_models  # noqa: E402  (tests/control_models.py: the LSTM and its parameters)
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 import jdisc
-from jdisc import control_models
 
 log, timed, max_abs_diff, geomean = stream.log, stream.timed, stream.max_abs_diff, stream.geomean
 

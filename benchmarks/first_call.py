@@ -4,7 +4,7 @@ process with an empty jdisc cache.
 
     python benchmarks/first_call.py [--workloads W1,W2,W3,W4] [--repeats 3] [--json OUT.json]
 
-Per workload (jdisc/workloads.py) and repeat, one process per side:
+Per workload (jdisc/bench/workloads.py) and repeat, one process per side:
 * first call: the time of the first call at (B, S) = (2, 37) (trace, compile, run);
 * stream: three distinct shapes, each called twice in the order a b c a b c, end to end from
   the first call (each jax.jit shape compiles once; jdisc compiles once; bridged jdisc serves
@@ -27,7 +27,7 @@ _CHILD = r"""
 import json, sys, time
 import jax, numpy as np
 import jdisc
-from jdisc.workloads import workloads
+from jdisc.bench.workloads import workloads
 name, side = sys.argv[1], sys.argv[2]
 wl = workloads()[name]
 shapes = [(2, 37), (3, 61), (5, 23)]

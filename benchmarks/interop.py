@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jdisc  # noqa: E402
-from jdisc.workloads import mlp, mlp_params  # noqa: E402
+from jdisc.bench.workloads import mlp, mlp_params  # noqa: E402
 
 log = stream.log
 

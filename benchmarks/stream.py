@@ -3,7 +3,7 @@
     python benchmarks/stream.py [--workloads W1,W2,W3,W4] [--shapes 10] [--repeats 7] [--quick]
                                 [--json OUT.json] [--plot OUT.png] [--seed 0]
 
-The same as the installed command `jdisc bench`; the benchmark itself is jdisc/bench.py (see its
+The same as the installed command `jdisc bench`; the benchmark itself is jdisc/bench/__init__.py (see its
 docstring for what is measured and how). benchmarks/control_flow.py uses its helpers from here.
 """
 

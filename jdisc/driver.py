@@ -22,7 +22,8 @@ import hashlib
 from typing import Any, Callable, Sequence
 
 from jdisc.custom_calls import runtime
-from jdisc.dynamic_passes import mlir_import, symbolic
+from jdisc.dynamic_passes import mlir_import
+from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.ir import Program, format_program
 from jdisc.dynamic_passes.pipeline import dump, dump_dir, run_passes
 from jdisc.errors import compile_stage
@@ -66,7 +67,7 @@ def _from_exported(c: Compilation) -> None:
     kept = [e.leaves[i] for i in e.kept_inputs]
     c.import_kw = dict(
         input_names=[leaf.name for leaf in kept],
-        input_shapes=[tuple(symbolic.parse(d) if isinstance(d, str) else d for d in shape)
+        input_shapes=[tuple(parse(d) if isinstance(d, str) else d for d in shape)
                       for shape in e.in_shapes],
         output_names=e.out_names,
         donated=[i for i, leaf in enumerate(kept) if leaf.donated])

@@ -30,11 +30,10 @@ import jax
 import jaxlib
 import numpy as np
 
-from jdisc import package_file
-from jdisc import driver
+from jdisc import driver, package_file
 from jdisc.api import Compiled, jit
 from jdisc.custom_calls import prebuilt, runtime
-from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.ir import ArgSpec, dtype_name, numpy_dtype
 from jdisc.errors import ArgumentError, JdiscError, PackageError, compile_stage
 from jdisc.export.exporter import ExportedFunction
@@ -189,7 +188,7 @@ def _dims(shape) -> list:
 
 
 def _argspecs(items: list) -> tuple[ArgSpec, ...]:
-    return tuple(ArgSpec(name, dtype, tuple(d if isinstance(d, int) else symbolic.parse(d)
+    return tuple(ArgSpec(name, dtype, tuple(d if isinstance(d, int) else parse(d)
                                             for d in dims)) for name, dtype, dims in items)
 
 

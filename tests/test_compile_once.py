@@ -5,7 +5,7 @@ import jax.monitoring
 import numpy as np
 
 import jdisc
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from conftest import XLA_COMPILES as _counter, assert_close
 
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
 from jdisc.api import lower_to_ir
 
@@ -210,12 +211,12 @@ def check_sound(sc, env, queries):
     for line in sc.describe():          # every fact it states holds at env
         if " % " in line:
             left, right = line.split(" % ")
-            assert ev(symbolic.parse(left)) % int(right.split(" == ")[0]) == 0, line
+            assert ev(parse(left)) % int(right.split(" == ")[0]) == 0, line
         elif " == " in line:
             left, right = line.split(" == ")
-            assert ev(symbolic.parse(left)) == ev(symbolic.parse(right)), line
+            assert ev(parse(left)) == ev(parse(right)), line
         else:
-            sides = [ev(symbolic.parse(p)) for p in line.replace(">=", "<=").split(" <= ")]
+            sides = [ev(parse(p)) for p in line.replace(">=", "<=").split(" <= ")]
             assert sides == sorted(sides, reverse=">=" in line), line
 
 

@@ -1,5 +1,5 @@
 """Control flow (stablehlo.while / if / case) compiled into the host launcher: each model of
-jdisc/control_models.py under jdisc.jit vs jax.jit at several values of every dynamic dim, one
+tests/control_models.py under jdisc.jit vs jax.jit at several values of every dynamic dim, one
 compile for all of them; the loop bodies alone; hand-written StableHLO for `if` (jax never
 emits it) and out-of-range `case` indices; and the errors for carried values whose shape would
 change from one iteration to the next.
@@ -39,7 +39,7 @@ import pytest
 from jax import lax
 
 import jdisc
-from jdisc import control_models as C
+import control_models as C
 from jdisc.dynamic_passes import mlir_import
 from jdisc.export.exporter import export_function
 from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names

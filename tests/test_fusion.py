@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from jdisc.lowering.codegen import generate
 from conftest import assert_close
 from test_passes import to_ir

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Op, Program, Value
 from jdisc.dynamic_passes.memory_plan import alias_roots, buffer_bytes, plan_memory

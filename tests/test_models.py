@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from conftest import assert_close
 
 # dims of 1, primes, and a few hundred

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jdisc import workloads as W
+from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import walk
 from jdisc.errors import UnsupportedOpError

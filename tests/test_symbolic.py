@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from jdisc.dynamic_passes.relaxed import nonneg_relaxed
+from jdisc.dynamic_passes.dim_text import C_PRELUDE, parse, to_c
 from jdisc.dynamic_passes.symbolic import (
-    C_PRELUDE, Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod,
-    parse,
-    prove_eq, prove_ge, prove_gt, prove_le, prove_lt, substitute, to_c, var, variables,
+    Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod, prove_eq, prove_ge,
+    prove_gt, prove_le, prove_lt, substitute, var, variables,
 )
 
 VARS = ("A", "B", "C")

@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
-from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program
+from jdisc.dynamic_passes.dim_text import C_PRELUDE, to_c
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reductions, rng,
                             scatter, sort, stitch)
@@ -48,7 +48,7 @@ def c_dim_name(var: str) -> str:
 
 
 def dim_c(d: Dim) -> str:
-    return symbolic.to_c(d, c_dim_name)
+    return to_c(d, c_dim_name)
 
 
 def programs(prog: Program) -> list[Program]:
@@ -123,7 +123,7 @@ def _generate(prog: Program) -> CProgram:
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
     head()
-    source = (head.text() + symbolic.C_PRELUDE + "\n" + c_prelude() + "\n"
+    source = (head.text() + C_PRELUDE + "\n" + c_prelude() + "\n"
               + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
               + launcher.ARENA + "\n"
               + text + ffi.ffi_handler(prog))

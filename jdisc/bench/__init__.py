@@ -43,7 +43,9 @@ import jaxlib
 import numpy as np
 
 import jdisc
-from jdisc.workloads import Workload, cnn_side, workloads
+from jdisc.bench.plot import check_matplotlib, plot_latency
+from jdisc.bench import workloads
+from jdisc.bench.workloads import BenchError, Workload, shape_label
 
 GEMM_WORKLOADS = ("W1", "W3")    # baseline: bare sgemm calls
 MEMORY_WORKLOADS = ("W2",)          # baseline: memcpy of the workload's input + output bytes
@@ -323,15 +325,6 @@ def geomean(xs) -> float:
     return math.exp(statistics.fmean(math.log(x) for x in xs))
 
 
-def shape_label(name: str, b: int, s: int) -> str:
-    """How the tables (and the plot) name a shape of workload `name`."""
-    if name == "W3":
-        return f"N={b * s}"
-    if name == "W4":
-        return f"{b}x{cnn_side(s)}x{cnn_side(s)}"
-    return f"{b}x{s}"
-
-
 def print_table(name: str, res: dict) -> None:
     """The per-workload table and summary lines, on stdout."""
     gemm, mem = "sgemm_ms" in res["rows"][0], "memcpy_ms" in res["rows"][0]
@@ -384,10 +377,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run N busy-loop processes while timing (a neighbour-loaded machine)")
 
 
-class BenchError(Exception):
-    """Bad options: the command's one-line reason."""
-
-
 BUSY_LIMIT_S = 3600      # a busy process ends itself after this, whatever happens to its parent
 
 
@@ -420,14 +409,13 @@ def run(opts: argparse.Namespace) -> None:
     if not 0 <= busy <= 64:
         raise BenchError(f"--busy {busy}: between 0 and 64 busy processes")
     max_tokens = QUICK["max_tokens"] if opts.quick else None
-    all_wl = workloads()
+    all_wl = workloads.workloads()
     names = [n.strip() for n in opts.workloads.split(",") if n.strip()]
     unknown = [n for n in names if n not in all_wl]
     if unknown or not names:
         raise BenchError(f"unknown workload(s) {unknown or opts.workloads!r}; choose from "
                          f"{sorted(all_wl)}")
     if opts.plot:
-        from jdisc.bench_plot import check_matplotlib
         check_matplotlib()
     shapes = draw_shapes(n_shapes, opts.seed, max_tokens)
     machine = machine_info()
@@ -469,7 +457,6 @@ def run(opts: argparse.Namespace) -> None:
                        "repeats": repeats, "quick": opts.quick, "wall_s": wall, "warmup": warmup,
                        "workloads": results}, f, indent=2)
     if opts.plot:
-        from jdisc.bench_plot import plot_latency
         plot_latency(results, opts.plot, title=f"{m['cpu']}, {m['cores']} cores; jdisc "
                                                f"{m['jdisc']}, jax {m['jax']}")
         log(f"wrote {opts.plot}")

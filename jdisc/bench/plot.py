@@ -5,7 +5,7 @@ matplotlib is an optional extra (`pip install 'jdisc[plot]'`); it is imported on
 
 from __future__ import annotations
 
-from jdisc.bench import BenchError, shape_label
+from jdisc.bench.workloads import BenchError, shape_label
 
 
 def check_matplotlib() -> None:

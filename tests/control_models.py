@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jdisc.workloads import layer_norm
+from jdisc.bench.workloads import layer_norm
 
 # ------------------------------------------------------------------------------- parameters
 

@@ -165,3 +165,16 @@ def workloads() -> dict[str, Workload]:
                 (b, cnn_side(s), cnn_side(s), 3)).astype(np.float32)),
             lambda b, s: 2.0 * b * (cnn_side(s) ** 2 * 27 * 32 + (cnn_side(s) // 2) ** 2 * 288 * 64)),
     }
+
+
+def shape_label(name: str, b: int, s: int) -> str:
+    """How the tables (and the plot) name a shape of workload `name`."""
+    if name == "W3":
+        return f"N={b * s}"
+    if name == "W4":
+        return f"{b}x{cnn_side(s)}x{cnn_side(s)}"
+    return f"{b}x{s}"
+
+
+class BenchError(Exception):
+    """Bad options: the command's one-line reason."""

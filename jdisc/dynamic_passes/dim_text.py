@@ -1,0 +1,143 @@
+"""Dimension expressions as text: `parse` reads the form `str` prints (``2*B + 4``,
+``floordiv(B, 2)``, ``B^2 - S``); `to_c` writes a C99 expression, whose floor operations are
+the helpers of `C_PRELUDE`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from jdisc.dynamic_passes.symbolic import (
+    _BUILDERS, Atom, Dim, Expr, _add, _dim, _join_terms, _mul, _pow, _single_atom, floordiv, mod,
+    var)
+
+C_PRELUDE = """\
+/* jdisc symbolic-dimension helpers: floor division and modulo with Python semantics. */
+#ifndef JD_SYMBOLIC_PRELUDE
+#define JD_SYMBOLIC_PRELUDE
+#include <stdint.h>
+static inline int64_t jd_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+static inline int64_t jd_mod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+static inline int64_t jd_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t jd_min(int64_t a, int64_t b) { return a < b ? a : b; }
+#endif
+"""
+
+
+def parse(text: str) -> Dim:
+    """Read a dimension expression such as ``2*B + 4``, ``floordiv(B, 2)`` or ``B^2 - S``."""
+    return _Parser(text).parse()
+
+
+class _Parser:
+    """Recursive descent over
+        sum := product (('+' | '-') product)*      product := unary (('*' | '//' | '%') unary)*
+        unary := ('-' | '+') unary | power         power := primary (('^' | '**') INT)?
+        primary := INT | NAME | NAME '(' sum ',' sum ')' | '(' sum ')'
+    """
+
+    PRODUCT_OPS = {"*": _mul, "//": floordiv, "%": mod}
+
+    def __init__(self, text: str):
+        self.text, self.i = text, 0
+        self.tokens = re.findall(r"\d+|[^\W\d]\w*|//|\*\*|\S", text)
+
+    def fail(self, what: str):
+        raise ValueError(f"cannot parse dimension {self.text!r}: {what}")
+
+    def peek(self) -> str:
+        return self.tokens[self.i] if self.i < len(self.tokens) else ""
+
+    def take(self, expected: str = "") -> str:
+        token = self.peek()
+        if not token or (expected and token != expected):
+            self.fail(f"expected {expected!r}, found {token!r}" if expected else "unexpected end")
+        self.i += 1
+        return token
+
+    def parse(self) -> Dim:
+        value = self.sum()
+        if self.peek():
+            self.fail(f"unexpected {self.peek()!r}")
+        return value
+
+    def sum(self) -> Dim:
+        value = self.product()
+        while self.peek() in ("+", "-"):
+            sign = 1 if self.take() == "+" else -1
+            value = _add(value, _mul(self.product(), sign))
+        return value
+
+    def product(self) -> Dim:
+        value = self.unary()
+        while self.peek() in self.PRODUCT_OPS:
+            value = self.PRODUCT_OPS[self.take()](value, self.unary())
+        return value
+
+    def unary(self) -> Dim:
+        if self.peek() in ("-", "+"):
+            sign = 1 if self.take() == "+" else -1
+            return _mul(self.unary(), sign)
+        value = self.primary()
+        if self.peek() in ("^", "**"):
+            self.take()
+            exponent = self.take()
+            if not exponent.isdecimal():
+                self.fail(f"the exponent {exponent!r} is not an integer")
+            value = _pow(value, int(exponent))
+        return value
+
+    def primary(self) -> Dim:
+        token = self.take()
+        if token.isdecimal():
+            return int(token)
+        if token == "(":
+            value = self.sum()
+            self.take(")")
+            return value
+        if not token.isidentifier():
+            self.fail(f"unexpected {token!r}")
+        if token in _BUILDERS and self.peek() == "(":
+            self.take("(")
+            x = self.sum()
+            self.take(",")
+            y = self.sum()
+            self.take(")")
+            return _BUILDERS[token](x, y)
+        return var(token)
+
+
+def to_c(d, name: Callable[[str], str] = lambda v: v) -> str:
+    """A C99 int64_t expression for d; variables render as name(v), floor ops as jd_* calls
+    (defined in C_PRELUDE). Anything but a lone variable or call comes parenthesised."""
+    d = _dim(d)
+    if isinstance(d, int):
+        return f"((int64_t){_c_int(d)})"
+    atom = _single_atom(d)
+    return _c_atom(atom, name) if atom is not None else f"({_c_sum(d, name)})"
+
+
+def _c_int(c: int) -> str:
+    if not -2 ** 63 <= c < 2 ** 63:
+        raise ValueError(f"the constant {c} in a dimension expression does not fit in int64_t")
+    return "(-9223372036854775807 - 1)" if c == -2 ** 63 else str(c)
+
+
+def _c_sum(e: Expr, name: Callable[[str], str]) -> str:
+    for c in [e.const] + [coeff for _, coeff in e.terms]:
+        _c_int(abs(c))  # printed as a sign and a literal, each of which must fit
+    return _join_terms(e, " * ", lambda atom, p: " * ".join([_c_atom(atom, name)] * p))
+
+
+def _c_atom(atom: Atom, name: Callable[[str], str]) -> str:
+    if atom.op == "var":
+        return name(atom.args[0])
+    x, y = (_c_int(arg) if isinstance(arg, int) else _c_sum(arg, name) for arg in atom.args)
+    return f"jd_{atom.op}({x}, {y})"
+
