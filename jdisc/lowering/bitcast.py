@@ -19,15 +19,14 @@ from jdisc.dynamic_passes.ir import bit_width
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _loop_nest, _Renderer
-from jdisc.lowering.reductions import _parallel_outer
+from jdisc.lowering.loops import Renderer, loop_nest, parallel_outer
 
 
 def emit_bitcast(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
                  dim: Callable[[Dim], str]) -> None:
     op = kernel.root
     x, out = op.operands[0], op.results[0]
-    r = _Renderer(w, inputs, dim)
+    r = Renderer(w, inputs, dim)
     if x.dtype == "i1":
         _pack_bits(w, r, x, out, outputs[0], dim)
     elif out.dtype == "i1":
@@ -36,22 +35,22 @@ def emit_bitcast(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
         _copy_bytes(w, r, x, outputs[0], dim)
 
 
-def _copy_bytes(w: CWriter, r: _Renderer, x, output: str, dim) -> None:
+def _copy_bytes(w: CWriter, r: Renderer, x, output: str, dim) -> None:
     size = bit_width(x.dtype) // 8
     w(f"unsigned char *restrict bc_dst = (unsigned char *){output};")
-    _parallel_outer(w, x, dim)
-    idx, close = _loop_nest(w, x.shape, dim)
+    parallel_outer(w, x, dim)
+    idx, close = loop_nest(w, x.shape, dim)
     w(f"const {ctype(x.dtype)} bc_val = {r.load(x, idx)};")
     w(f"memcpy(bc_dst + (size_t){size} * ({r.linear(idx, x.shape)}), &bc_val, {size});")
     close()
 
 
-def _unpack_bits(w: CWriter, r: _Renderer, x, output: str, dim) -> None:
+def _unpack_bits(w: CWriter, r: Renderer, x, output: str, dim) -> None:
     """Each operand element becomes bit_width(x) i1 elements, lowest bit first."""
     n = bit_width(x.dtype)
     u = f"uint{n}_t"
-    _parallel_outer(w, x, dim)
-    idx, close = _loop_nest(w, x.shape, dim)
+    parallel_outer(w, x, dim)
+    idx, close = loop_nest(w, x.shape, dim)
     w(f"const {ctype(x.dtype)} bc_val = {r.load(x, idx)};")
     w(f"{u} bc_bits;")
     w("memcpy(&bc_bits, &bc_val, sizeof bc_bits);")
@@ -60,12 +59,12 @@ def _unpack_bits(w: CWriter, r: _Renderer, x, output: str, dim) -> None:
     close()
 
 
-def _pack_bits(w: CWriter, r: _Renderer, x, out, output: str, dim) -> None:
+def _pack_bits(w: CWriter, r: Renderer, x, out, output: str, dim) -> None:
     """The last operand axis (one i1 per bit, lowest first) becomes one result element."""
     n = bit_width(out.dtype)
     u = f"uint{n}_t"
-    _parallel_outer(w, out, dim)
-    idx, close = _loop_nest(w, out.shape, dim)
+    parallel_outer(w, out, dim)
+    idx, close = loop_nest(w, out.shape, dim)
     w(f"{u} bc_bits = 0;")
     with w.block(f"for (int64_t k = 0; k < {n}; k++)"):
         r.push()

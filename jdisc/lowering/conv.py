@@ -30,7 +30,7 @@ from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import dilated_index
+from jdisc.lowering.loops import dilated_index
 
 CHUNK = 2048  # im2col: output positions unrolled at a time (bounds the im2col buffer)
 # direct: accumulators per block, in vector registers of 64 bytes (16 f32): 12 of the 32 an
@@ -158,19 +158,16 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
     w(f"/* in parallel: rows of output positions ({outer} of them) */")
     w(f"#pragma omp parallel for collapse({ns}) schedule(dynamic, 1) num_threads(jd_num_threads) "
       f"if ({outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= {PARALLEL_MIN_MACS})")
-    w("for (int64_t b = 0; b < batch; b++) {")
+    w.open("for (int64_t b = 0; b < batch; b++)")
     for i in range(last):
-        w.level += 1
-        w(f"for (int64_t o{i} = 0; o{i} < osz{i}; o{i}++) {{")
-    w.level += 1
+        w.open(f"for (int64_t o{i} = 0; o{i} < osz{i}; o{i}++)")
     row = "b"
     for i in range(last):
         row = f"({row} * osz{i} + o{i})"
     w(f"{d.t} *restrict orow = {output} + {row} * osz{last} * {cout};")
     group = "0"
     if groups > 1:
-        w(f"for (int64_t g = 0; g < {groups}; g++) {{")
-        w.level += 1
+        w.open(f"for (int64_t g = 0; g < {groups}; g++)")
         group = "g"
     with w.block(f"for (int64_t ob = 0; ob < osz{last}; ob += {npos})"):
         if d.contiguous():
@@ -188,11 +185,9 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
             with w.block(f"for (int64_t f0 = {full}; f0 < {d.cout_g}; f0 += {nfeat})"):
                 _emit_block(w, d, inputs, d.cout_g % nfeat, group)
     if groups > 1:
-        w.level -= 1
-        w("}")
+        w.close()
     for _ in range(ns):
-        w.level -= 1
-        w("}")
+        w.close()
     w("return 0;")
 
 
@@ -213,8 +208,7 @@ def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: st
         _simd(w, nfeat, "acc[p][j] = 0;")
     xrow, tap = "b", ""
     for i in range(last):   # outer kernel taps: skipped when outside the input
-        w(f"for (int64_t w{i} = 0; w{i} < {d.ksz[i]}; w{i}++) {{")
-        w.level += 1
+        w.open(f"for (int64_t w{i} = 0; w{i} < {d.ksz[i]}; w{i}++)")
         w(f"const int64_t y{i} = {d.position(i, f'o{i}', f'w{i}')};")
         cond, at = dilated_index(f"y{i}", d.attr("lhs_dilation", i), f"isz{i}")
         w(f"if (!({cond})) continue;")
@@ -226,8 +220,7 @@ def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: st
     w(f"const {d.t} *wtap = {base} + f0;")
     cout, step = d.cout, d.attr("window_strides", last) * d.cin
     if d.contiguous():
-        w("if (inner) {")
-        w.level += 1
+        w.open("if (inner)")
         w(f"const {d.t} *xb = xrow + {d.position(last, 'ob', '0')} * {d.cin};")
         if d.groups == 1:   # taps x features are consecutive in input and in weights
             with w.block(f"for (int64_t q = 0; q < {d.ksz[last] * d.cin}; q++)"):
@@ -241,11 +234,9 @@ def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: st
                         w(f"const {d.t} xv = xb[p * {step} + w{last} * {d.cin} + c];")
                         _simd(w, nfeat, f"acc[p][j] = {fma}(xv, wtap[(w{last} * {d.cin_g} + c) "
                                         f"* {cout} + j], acc[p][j]);")
-        w.level -= 1
-        w("} else {")
+        w.else_()
     else:
-        w("{")
-    w.level += 1
+        w.open()
     with w.block(f"for (int64_t w{last} = 0; w{last} < {d.ksz[last]}; w{last}++)"):
         w(f"const {d.t} *xp[{npos}];   /* each position's input features at this tap */")
         with w.block(f"for (int p = 0; p < {npos}; p++)"):
@@ -257,11 +248,9 @@ def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: st
                 w(f"const {d.t} xv = xp[p][c];")
                 _simd(w, nfeat, f"acc[p][j] = {fma}(xv, wtap[(w{last} * {d.cin_g} + c) * {cout} "
                                 f"+ j], acc[p][j]);")
-    w.level -= 1
-    w("}")
+    w.close()
     for _ in range(last):
-        w.level -= 1
-        w("}")
+        w.close()
     with w.block(f"for (int p = 0; p < {npos} && ob + p < osz{last}; p++)"):
         _simd(w, nfeat, f"orow[{_plus(f'(ob + p) * {cout}', group, d.cout_g)} + f0 + j] = "
                         f"acc[p][j];")
@@ -303,8 +292,7 @@ def _emit_im2col(w: CWriter, op: Op, inputs: list[str], output: str, dim) -> Non
                     w(f"{tx} *crow = col + r * kk;")
                     w("int64_t q = 0;")
                     for i in range(ns):   # kernel positions, outermost first (HWIO order)
-                        w(f"for (int64_t w{i} = 0; w{i} < ksz{i}; w{i}++) {{")
-                        w.level += 1
+                        w.open(f"for (int64_t w{i} = 0; w{i} < ksz{i}; w{i}++)")
                     conds, idx = [], []
                     for i in range(ns):
                         kpos = f"(ksz{i} - 1 - w{i})" if reversal[i] else f"w{i}"
@@ -320,8 +308,7 @@ def _emit_im2col(w: CWriter, op: Op, inputs: list[str], output: str, dim) -> Non
                     w(f"const {tx} *src = {xin} + (({lin}) * cin + g * cin_g);")
                     w("for (int64_t c = 0; c < cin_g; c++) crow[q++] = inside ? src[c] : 0;")
                     for _ in range(ns):
-                        w.level -= 1
-                        w("}")
+                        w.close()
                 dst = f"{output} + (b * npos + p0) * cout + g * cout_g"
                 if out.dtype in BLAS_GEMM and x.dtype == k.dtype == out.dtype:
                     w(f"{BLAS_GEMM[out.dtype]}(CblasRowMajor, CblasNoTrans, CblasNoTrans, "

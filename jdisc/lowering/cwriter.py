@@ -30,6 +30,21 @@ class CWriter:
             yield
         self(tail)
 
+    def open(self, head: str = "") -> None:
+        """`head {` with the lines after it indented until `close`: a block whose end is
+        written elsewhere (`block` when one place writes both)."""
+        self(f"{head} {{" if head else "{")
+        self.level += 1
+
+    def close(self, tail: str = "}") -> None:
+        self.level -= 1
+        self(tail)
+
+    def else_(self) -> None:
+        """`} else {` between the two arms of an `open`ed if."""
+        self.close("} else {")
+        self.level += 1
+
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 

@@ -1,32 +1,28 @@
-"""C for loop, reduce and concatenate kernels.
+"""C for the generic loop and concatenate kernels, and what every kernel needs: its dimension
+variables, its speculation guards, deep recursion for deep kernels.
 
 A kernel is a loop nest over its output's symbolic shape. Inside it, any value is rendered *at
-an index*: a buffer is read at that index, an op inlined into the kernel is rendered from its
-operands at the index its semantics maps to (broadcasts, transposes, slices and reshapes are
-index arithmetic). So fusing more ops into a kernel needs no new code here, only a different
-plan. Every loop bound and every buffer extent comes from the symbolic shapes.
+an index* (loops.Renderer): a buffer is read at that index, an op inlined into the kernel is
+rendered from its operands at the index its semantics maps to (broadcasts, transposes, slices
+and reshapes are index arithmetic). So fusing more ops into a kernel needs no new code here,
+only a different plan. Every loop bound and every buffer extent comes from the symbolic shapes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
-from typing import Callable, Sequence
-
-import numpy as np
+from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, Value, is_float, numpy_dtype
+from jdisc.dynamic_passes.ir import Op
 from jdisc.dynamic_passes.ops import DIM_ATTRS, OPS
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
-from jdisc.lowering.cdtype import ctype, literal
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.scalar_ops import arith, cast, render_scalar
+from jdisc.lowering.loops import Renderer, loop_nest
 
-Index = tuple[str, ...]
 
 
 def kernel_dim_vars(kernel: Kernel) -> list[str]:
@@ -55,363 +51,6 @@ def deep_recursion(depth: int):
         sys.setrecursionlimit(old)
 
 
-class _Renderer:
-    """Renders values at C index expressions into a loop body, with CSE per scope."""
-
-    def __init__(self, w: CWriter, inputs: dict[int, str], dim: Callable[[Dim], str],
-                 assume: frozenset = frozenset()):
-        self.w = w
-        self.assume = assume          # (operand dim, result dim) pairs this version assumes equal
-        self.inputs = inputs          # value id -> C pointer name
-        self.dim = dim                # symbolic dim -> C expression
-        self.scopes: list[dict] = [{}]
-        self.count = 0
-        # stitch kernels: reduce results as row scalars, values computed once per row, and
-        # values kept in a per-row buffer (read at column index `col`)
-        self.accs: dict[int, str] = {}
-        self.row_values: set[int] = set()
-        self.row_idx: Index = ()
-        self.cached: dict[int, str] = {}
-        self.col = "0"
-        self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
-
-    # scopes follow C blocks: a temp defined in an inner loop is not visible after it
-    def push(self):
-        self.scopes.append({})
-
-    def pop(self):
-        self.scopes.pop()
-
-    def _lookup(self, key):
-        for scope in reversed(self.scopes):
-            if key in scope:
-                return scope[key]
-        return None
-
-    def temp(self, key, c_type: str, expr: str) -> str:
-        found = self._lookup(key)
-        if found is not None:
-            return found
-        name = f"t{self.count}"
-        self.count += 1
-        self.w(f"const {c_type} {name} = {expr};")
-        self.scopes[-1][key] = name
-        return name
-
-    def linear(self, idx: Index, shape: Sequence[Dim]) -> str:
-        if not idx:
-            return "0"
-        expr = idx[0]
-        for i, d in zip(idx[1:], shape[1:]):
-            expr = f"({expr}) * {self.dim(d)} + {i}"
-        if len(idx) == 1:
-            return expr
-        return self.temp(("lin", idx, tuple(shape)), "int64_t", expr)
-
-    # -- values at an index -----------------------------------------------------------------
-    def load(self, v: Value, idx: Index) -> str:
-        if v.id in self.accs:
-            return self.accs[v.id]
-        if v.id in self.cached:
-            return f"{self.cached[v.id]}[{self.col}]"
-        if v.id in self.row_values:
-            found = self._lookup((v.id, "row"))
-            if found is not None:
-                return found
-            canon = self.row_idx + ("0",) * (v.rank - len(self.row_idx))
-            name = self._render(v, canon)
-            self.scopes[-1][(v.id, "row")] = name
-            return name
-        return self._render(v, idx)
-
-    def _render(self, v: Value, idx: Index) -> str:
-        """v at idx, rendered once per scope: a value that several consumers read at the same
-        index (a DAG with shared subvalues) is looked up before its operands are visited, so
-        rendering is linear in the kernel's size, not in the number of paths through it."""
-        key = (v.id, idx)
-        found = self._lookup(key)
-        if found is None:
-            found = self._render_new(v, idx)
-            self.scopes[-1].setdefault(key, found)
-        return found
-
-    def _render_new(self, v: Value, idx: Index) -> str:
-        if v.id in self.inputs:
-            return self.temp((v.id, idx), ctype(v.dtype),
-                             f"{self.inputs[v.id]}[{self.linear(idx, v.shape)}]")
-        op = v.producer
-        handler = getattr(self, "at_" + op.name, None)
-        if handler is not None:
-            return handler(op, v, idx)
-        if op.name == "divide" and id(op) in self.recip:   # x / (per-row value): one divide per row
-            x = self.load(op.operands[0], idx if op.operands[0].rank else ())
-            return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {self.recip[id(op)]})")
-        if op.name == "divide" and v.dtype in ("f32", "f64"):
-            inv = _exact_reciprocal(op.operands[1])
-            if inv is not None:   # dividing by a power of two: multiplying is exact
-                x = self.load(op.operands[0], idx if op.operands[0].rank else ())
-                return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {literal(inv, v.dtype)})")
-        args = [self.load(x, idx if x.rank else ()) for x in op.operands]
-        expr = render_scalar(op, args, [x.dtype for x in op.operands], v.dtype)
-        return self.temp((v.id, idx), ctype(v.dtype), expr)
-
-    def at_constant(self, op: Op, v: Value, idx: Index) -> str:
-        return literal(op.attrs["value"].reshape(-1)[0], v.dtype)
-
-    def at_iota(self, op: Op, v: Value, idx: Index) -> str:
-        return cast(idx[op.attrs["iota_dimension"]], "i64", v.dtype)
-
-    def at_dim_constant(self, op: Op, v: Value, idx: Index) -> str:
-        vals = [cast(f"({self.dim(d)})", "i64", v.dtype) for d in op.attrs["values"]]
-        if len(vals) == 1:
-            return vals[0]
-        return f"((const {ctype(v.dtype)}[]){{{', '.join(vals)}}})[{self.linear(idx, v.shape)}]"
-
-    def at_broadcast_in_dim(self, op: Op, v: Value, idx: Index) -> str:
-        x = op.operands[0]
-        sub = []
-        for j, d in enumerate(op.attrs["broadcast_dimensions"]):
-            xd, od = x.shape[j], v.shape[d]
-            if xd == 1 and od != 1:
-                sub.append("0")
-            elif symbolic.prove_eq(xd, od) or (xd, od) in self.assume:
-                sub.append(idx[d])
-            else:   # decided at run time: a size-1 operand dim is broadcast
-                sub.append(f"({self.dim(xd)} == 1 ? 0 : {idx[d]})")
-        return self.load(x, tuple(sub))
-
-    def at_transpose(self, op: Op, v: Value, idx: Index) -> str:
-        perm = op.attrs["permutation"]
-        sub = [""] * len(perm)
-        for k, p in enumerate(perm):
-            sub[p] = idx[k]
-        return self.load(op.operands[0], tuple(sub))
-
-    def at_slice(self, op: Op, v: Value, idx: Index) -> str:
-        sub = []
-        for i, s, st in zip(idx, op.attrs["start_indices"], op.attrs["strides"]):
-            s_c, st_c = self.dim(s), self.dim(st)
-            term = i if st == 1 else f"{i} * {st_c}"
-            sub.append(term if s == 0 else f"({s_c} + {term})")
-        return self.load(op.operands[0], tuple(sub))
-
-    def at_reshape(self, op: Op, v: Value, idx: Index) -> str:
-        """Dims are matched in groups of equal size; within a group the index is linearised
-        over the result dims and split over the operand dims (no division for a group whose
-        operand side is one dim: [B, S, 768] -> [B, S, 12, 64] costs one multiply-add)."""
-        x = op.operands[0]
-        sub: list[str] = []
-        for out_dims, in_dims in _reshape_groups(v.shape, x.shape):
-            lin = self.linear(tuple(idx[i] for i in out_dims), [v.shape[i] for i in out_dims])
-            stride: Dim = 1
-            parts = []
-            for j in reversed(in_dims):
-                d = x.shape[j]
-                q = lin if stride == 1 else f"({lin}) / {self.dim(stride)}"
-                parts.append("0" if d == 1 else q if j == in_dims[0] else
-                             f"(({q}) % {self.dim(d)})")
-                stride = stride * d
-            sub.extend(reversed(parts))
-        return self.load(x, tuple(sub))
-
-
-    # -- index-moving ops that may read nothing: rendered inside an `if` ----------------------
-    def _guarded(self, v: Value, idx: Index, cond: str, fallback: str, read) -> str:
-        """`cond ? read() : fallback`, where read() may only run (and load) when cond holds."""
-        found = self._lookup((v.id, idx))
-        if found is not None:
-            return found
-        name = f"t{self.count}"
-        self.count += 1
-        self.w(f"{ctype(v.dtype)} {name} = {fallback};")
-        self.w(f"if ({cond}) {{")
-        self.w.level += 1
-        self.push()
-        self.w(f"{name} = {read()};")
-        self.pop()
-        self.w.level -= 1
-        self.w("}")
-        self.scopes[-1][(v.id, idx)] = name
-        return name
-
-    def at_map(self, op: Op, v: Value, idx: Index) -> str:
-        vals = [self.load(x, idx) for x in op.operands]
-        (res,) = render_body(self.w, self, op.regions[0], vals)
-        return res
-
-    def at_reverse(self, op: Op, v: Value, idx: Index) -> str:
-        dims = set(op.attrs["dimensions"])
-        sub = tuple(f"({self.dim(d)} - 1 - {i})" if k in dims else i
-                    for k, (i, d) in enumerate(zip(idx, v.shape)))
-        return self.load(op.operands[0], sub)
-
-    def at_pad(self, op: Op, v: Value, idx: Index) -> str:
-        x, pad = op.operands
-        conds, sub = [], []
-        for k, (i, n, lo, it) in enumerate(zip(idx, x.shape, op.attrs["edge_padding_low"],
-                                              op.attrs["interior_padding"])):
-            step = it + 1 if isinstance(it, int) else self.dim(it + 1)
-            cond, at = dilated_index(f"({i} - {self.dim(lo)})", step, self.dim(n))
-            conds.append(cond)
-            sub.append(at)
-        cond = " && ".join(f"({c})" for c in conds) or "1"
-        return self._guarded(v, idx, cond, self.load(pad, ()),
-                             lambda: self.load(x, tuple(sub)))
-
-    def _starts(self, op: Op, starts, sizes, shape) -> list[str]:
-        """Start indices read from their scalar operands, clamped like StableHLO does."""
-        out = []
-        for s_val, size, n in zip(starts, sizes, shape):
-            s = self.load(s_val, ())
-            hi = self.dim(n - size)
-            out.append(self.temp(("start", s_val.id, str(size)), "int64_t",
-                                 f"jd_max(0, jd_min((int64_t)({s}), {hi}))"))
-        return out
-
-    def at_dynamic_slice(self, op: Op, v: Value, idx: Index) -> str:
-        x = op.operands[0]
-        starts = self._starts(op, op.operands[1:], op.attrs["slice_sizes"], x.shape)
-        return self.load(x, tuple(f"({s} + {i})" for s, i in zip(starts, idx)))
-
-    def at_dynamic_update_slice(self, op: Op, v: Value, idx: Index) -> str:
-        x, u = op.operands[:2]
-        starts = self._starts(op, op.operands[2:], u.shape, x.shape)
-        rel = [f"({i} - {s})" for i, s in zip(idx, starts)]
-        cond = " && ".join(f"({r} >= 0 && {r} < {self.dim(n)})" for r, n in zip(rel, u.shape))
-        return self._guarded(v, idx, cond or "1", self.load(x, idx),
-                             lambda: self.load(u, tuple(rel)))
-
-    def at_gather(self, op: Op, v: Value, idx: Index) -> str:
-        x, indices = op.operands[:2]
-        dn = op.attrs["dimension_numbers"]
-        sizes = op.attrs["slice_sizes"]
-        ivd = dn["index_vector_dim"]
-        batch_out = [i for i in range(v.rank) if i not in dn["offset_dims"]]
-        batch_idx = [idx[i] for i in batch_out]
-        def start(dim_k: int, where: tuple, s: str) -> str:   # clamped like XLA's gather
-            return self.temp(("gstart", indices.id, where, dim_k), "int64_t",
-                             f"jd_max(0, jd_min((int64_t)({s}), "
-                             f"{self.dim(x.shape[dim_k] - sizes[dim_k])}))")
-        full = operand_index(
-            self, x.rank, indices, ivd, batch_idx, idx, dn["start_index_map"],
-            zip(dn["operand_batching_dims"], dn["start_indices_batching_dims"]),
-            set(dn["collapsed_slice_dims"]) | set(dn["operand_batching_dims"]),
-            dn["offset_dims"], start)
-        return self.load(x, tuple(full))
-
-
-def operand_index(r: _Renderer, rank: int, indices: Value, ivd: int, batch_idx: list[str],
-                  idx: Index, index_map, batching, window_skipped: set, window_dims,
-                  start) -> list[str]:
-    """The operand index a gather reads (or a scatter writes) for one element: start indices
-    read from `indices` at the element's batch position (its index vector along `ivd`), batching
-    dims taken from the batch position, and the element's window offsets added."""
-    full = ["0"] * rank
-    for k, dim_k in enumerate(index_map):
-        where = list(batch_idx)
-        if ivd < indices.rank:
-            where.insert(ivd, str(k))
-        full[dim_k] = start(dim_k, tuple(where), r.load(indices, tuple(where)))
-    index_dims = [d for d in range(indices.rank) if d != ivd]
-    for operand_dim, indices_dim in batching:
-        full[operand_dim] = batch_idx[index_dims.index(indices_dim)]
-    window_operand_dims = [d for d in range(rank) if d not in window_skipped]
-    for j, d in enumerate(window_operand_dims):
-        o = idx[window_dims[j]]
-        full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
-    return full
-
-
-def _reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:
-    """Split two shapes into consecutive groups of provably equal element counts; when no
-    finer split is provable, one group holds everything."""
-    groups, i, j = [], 0, 0
-    while i < len(out_shape) or j < len(in_shape):
-        oi, ij = [i] if i < len(out_shape) else [], [j] if j < len(in_shape) else []
-        po: Dim = out_shape[i] if oi else 1
-        pi: Dim = in_shape[j] if ij else 1
-        i, j = i + len(oi), j + len(ij)
-        while symbolic.prove_eq(po, pi) is not True:
-            grow_out = i < len(out_shape) and (j >= len(in_shape) or symbolic.prove_le(
-                po, pi) is True)
-            if grow_out:
-                oi.append(i)
-                po = po * out_shape[i]
-                i += 1
-            elif j < len(in_shape):
-                ij.append(j)
-                pi = pi * in_shape[j]
-                j += 1
-            else:   # cannot match: fall back to one group over everything
-                return [(list(range(len(out_shape))), list(range(len(in_shape))))]
-        groups.append((oi, ij))
-    return groups
-
-
-def dilated_index(p: str, step, n: str) -> tuple[str, str]:
-    """Position p on an axis of n elements spread `step` apart (dilation, interior padding):
-    the C condition that p hits an element, and that element's index."""
-    if step == 1:
-        return f"{p} >= 0 && {p} < {n}", p
-    return f"{p} >= 0 && {p} % {step} == 0 && {p} / {step} < {n}", f"({p} / {step})"
-
-
-def _exact_reciprocal(v: Value):
-    """1/c when v is a splat float constant c that is a power of two (so x/c == x*(1/c))."""
-    op = v.producer
-    while op is not None and op.name == "broadcast_in_dim":
-        op = op.operands[0].producer
-    if op is None or op.name != "constant" or op.attrs["value"].size == 0:
-        return None
-    arr = op.attrs["value"].reshape(-1)
-    c = float(arr[0])
-    if not (arr == arr[0]).all() or c == 0 or not math.isfinite(c):
-        return None
-    mantissa, _ = math.frexp(abs(c))
-    return 1.0 / c if mantissa == 0.5 else None
-
-
-def _loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i", start: int = 0):
-    """Opens `for` loops over `shape`; returns the index names and a closer."""
-    names = []
-    for k, d in enumerate(shape):
-        name = f"{prefix}{start + k}"
-        names.append(name)
-        w(f"for (int64_t {name} = 0; {name} < {dim(d)}; {name}++) {{")
-        w.level += 1
-
-    def close():
-        for _ in shape:
-            w.level -= 1
-            w("}")
-    return tuple(names), close
-
-
-_COMBINE = {
-    "add": lambda a, b, t: arith("+", a, b, t),
-    "mul": lambda a, b, t: arith("*", a, b, t),
-    "max": lambda a, b, t: f"jd_fmax_{t}({a}, {b})" if is_float(t) else f"({b} > {a} ? {b} : {a})",
-    "min": lambda a, b, t: f"jd_fmin_{t}({a}, {b})" if is_float(t) else f"({b} < {a} ? {b} : {a})",
-    "and": lambda a, b, t: f"{a} & {b}",
-    "or": lambda a, b, t: f"{a} | {b}",
-    "xor": lambda a, b, t: f"{a} ^ {b}",
-}
-
-
-def reducer_identity(reducer: str, dtype: str) -> str:
-    """The C literal e with reducer(e, x) == x for every x: what extra accumulators (lanes)
-    start from, so that the reduction's init value is applied once per result, as XLA does."""
-    if is_float(dtype):
-        value = {"add": -0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}[reducer]
-    elif dtype == "i1":
-        value = {"add": 0, "or": 0, "xor": 0, "max": 0, "and": 1, "mul": 1, "min": 1}[reducer]
-    else:
-        info = np.iinfo(numpy_dtype(dtype))
-        value = {"add": 0, "or": 0, "xor": 0, "mul": 1, "max": info.min, "min": info.max,
-                 "and": -1 if info.min < 0 else info.max}[reducer]
-    return literal(value, dtype)
-
-
 def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
     """Broadcast dims that may or may not expand at run time: (operand dim, result dim).
 
@@ -433,10 +72,10 @@ def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
 def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
                 dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
     """The body of a loop / concat kernel (inside the function braces)."""
-    r = _Renderer(w, inputs, dim, assume)
+    r = Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]
-        idx, close = _loop_nest(w, out.shape, dim)
+        idx, close = loop_nest(w, out.shape, dim)
         val = r.load(out, idx)
         w(f"{outputs[0]}[{r.linear(idx, out.shape)}] = {val};")
         close()
@@ -446,43 +85,14 @@ def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         raise UnsupportedOpError(f"kernel kind {kernel.kind}")
 
 
-def render_body(w: CWriter, r: _Renderer, block, args: list[str]) -> list[str]:
-    """A scalar region (a reduction's body) rendered on C expressions; returns its results."""
-    env = {p.id: a for p, a in zip(block.params, args)}
-
-    def arg(v: Value) -> str:
-        if v.id in env:
-            return env[v.id]
-        if v.producer is not None and v.producer.name == "constant":   # captured from outside
-            return literal(v.producer.attrs["value"].reshape(-1)[0], v.dtype)
-        raise UnsupportedOpError(f"a region captures the non-constant value %{v.id}")
-
-    for op in block.ops:
-        res = op.results[0]
-        if op.name == "constant":
-            env[res.id] = literal(op.attrs["value"].reshape(-1)[0], res.dtype)
-            continue
-        if op.name in ("broadcast_in_dim", "reshape"):   # of a scalar, in a scalar region
-            env[res.id] = arg(op.operands[0])
-            continue
-        expr = render_scalar(op, [arg(v) for v in op.operands],
-                             [v.dtype for v in op.operands], res.dtype)
-        name = f"t{r.count}"
-        r.count += 1
-        w(f"const {ctype(res.dtype)} {name} = {expr};")
-        env[res.id] = name
-    return [arg(v) for v in block.results]
-
-
-def _emit_concat(w: CWriter, r: _Renderer, op: Op, output: str, dim) -> None:
+def _emit_concat(w: CWriter, r: Renderer, op: Op, output: str, dim) -> None:
     axis = op.attrs["dimension"]
     out = op.results[0]
     offset: Dim = 0
     for x in op.operands:
-        w("{")
-        w.level += 1
+        w.open()
         r.push()
-        idx, close = _loop_nest(w, x.shape, dim)
+        idx, close = loop_nest(w, x.shape, dim)
         val = r.load(x, idx)
         oidx = list(idx)
         if offset != 0:
@@ -490,6 +100,5 @@ def _emit_concat(w: CWriter, r: _Renderer, op: Op, output: str, dim) -> None:
         w(f"{output}[{r.linear(tuple(oidx), out.shape)}] = {val};")
         close()
         r.pop()
-        w.level -= 1
-        w("}")
+        w.close()
         offset = offset + x.shape[axis]

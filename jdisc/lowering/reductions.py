@@ -24,15 +24,14 @@ from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import (_COMBINE, _loop_nest, _Renderer, dilated_index,
-                                    render_body)
-from jdisc.lowering.stitch import _close, _open_rows
+from jdisc.lowering.loops import (COMBINE, Renderer, close_rows, dilated_index, loop_nest,
+                                  open_rows, parallel_outer, render_body)
 
 
 def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
                 dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
     """The body of a reduce kernel (inside the function braces)."""
-    r = _Renderer(w, inputs, dim, assume)
+    r = Renderer(w, inputs, dim, assume)
     op = kernel.root
     x = op.operands[0]
     if x.rank >= 1 and x.rank - 1 not in op.attrs["dimensions"]:
@@ -44,7 +43,7 @@ def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
 def emit_window(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
                 dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
     """The body of a reduce_window kernel (inside the function braces)."""
-    r = _Renderer(w, inputs, dim, assume)
+    r = Renderer(w, inputs, dim, assume)
     op = kernel.root
     a, last = op.attrs, op.operands[0].rank - 1
     axis = scan_axis(op)
@@ -60,7 +59,7 @@ def emit_window(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
 
 # ------------------------------------------------------------------------- scalar schedule
 
-def _reduce_scalar(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+def _reduce_scalar(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> None:
     """For each output element, a loop over the reduced dims."""
     n = len(op.results)
     xs, inits = op.operands[:n], op.operands[n:]
@@ -68,11 +67,11 @@ def _reduce_scalar(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) ->
     dims = op.attrs["dimensions"]
     kept = [i for i in range(x.rank) if i not in dims]
     out = op.results[0]
-    _parallel_outer(w, out, dim)
-    oidx, close_outer = _loop_nest(w, out.shape, dim)
+    parallel_outer(w, out, dim)
+    oidx, close_outer = loop_nest(w, out.shape, dim)
     r.push()
     accs = _init_accs(w, r, inits, op.results)
-    ridx, close_inner = _loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
+    ridx, close_inner = loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
     r.push()
     full = [""] * x.rank
     for k, i in enumerate(kept):
@@ -86,17 +85,17 @@ def _reduce_scalar(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) ->
     close_outer()
 
 
-def _window_scalar(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+def _window_scalar(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> None:
     """For each output element, the window's in-bounds elements (padding and base-dilation
     holes read as the init value, i.e. are skipped)."""
     n = len(op.results)
     xs, inits = op.operands[:n], op.operands[n:]
     out = op.results[0]
-    _parallel_outer(w, out, dim)
-    oidx, close_outer = _loop_nest(w, out.shape, dim)
+    parallel_outer(w, out, dim)
+    oidx, close_outer = loop_nest(w, out.shape, dim)
     r.push()
     accs = _init_accs(w, r, inits, op.results)
-    widx, close_inner = _loop_nest(w, op.attrs["window_dimensions"], dim, prefix="r")
+    widx, close_inner = loop_nest(w, op.attrs["window_dimensions"], dim, prefix="r")
     conds, sub = _window_index(op, oidx, widx, dim)
     with w.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
         r.push()
@@ -130,7 +129,7 @@ def scan_axis(op: Op) -> int | None:
     return found
 
 
-def _window_scan(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim, axis: int) -> None:
+def _window_scan(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim, axis: int) -> None:
     """A running scan along `axis` for every position of the other axes (in parallel when
     the output is large): the output at i is init combined with x[0], ..., x[i] in order."""
     out = op.results[0]
@@ -138,18 +137,16 @@ def _window_scan(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim, axis
     if others:
         w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
           f"if ({dim(out.shape[others[0]])} > 1 && {dim(out.num_elements())} >= 4096)")
-    oidx, close_outer = _loop_nest(w, [out.shape[d] for d in others], dim)
+    oidx, close_outer = loop_nest(w, [out.shape[d] for d in others], dim)
     r.push()
     accs = _init_accs(w, r, op.operands[1:], op.results)
-    w(f"for (int64_t s = 0; s < {dim(out.shape[axis])}; s++) {{")
-    w.level += 1
+    w.open(f"for (int64_t s = 0; s < {dim(out.shape[axis])}; s++)")
     r.push()
     idx = list(oidx)
     idx.insert(axis, "s")
     _combine(w, r, op, accs, [r.load(op.operands[0], tuple(idx))])
     _write_accs(w, r, accs, outputs, tuple(idx), out)     # (pops the element's scope)
-    w.level -= 1
-    w("}")
+    w.close()
     r.pop()
     close_outer()
 
@@ -174,14 +171,14 @@ def _window_index(op: Op, oidx, widx, dim) -> tuple[list[str], list[str]]:
     return conds, sub
 
 
-def _init_accs(w: CWriter, r: _Renderer, inits, results) -> list[str]:
+def _init_accs(w: CWriter, r: Renderer, inits, results) -> list[str]:
     accs = [f"acc{k}" for k in range(len(results))]
     for acc, init, res in zip(accs, inits, results):
         w(f"{ctype(res.dtype)} {acc} = {r.load(init, ())};")
     return accs
 
 
-def _combine(w: CWriter, r: _Renderer, op: Op, accs: list[str], vals: list[str]) -> None:
+def _combine(w: CWriter, r: Renderer, op: Op, accs: list[str], vals: list[str]) -> None:
     """acc = reducer(acc, value): a named reducer, or the op's scalar body region. A body's
     results are all computed before any accumulator is assigned."""
     if op.attrs["reducer"] == "body":
@@ -196,26 +193,19 @@ def _combine(w: CWriter, r: _Renderer, op: Op, accs: list[str], vals: list[str])
         for acc, expr in zip(accs, exprs):
             w(f"{acc} = {expr};")
     else:
-        w(f"{accs[0]} = {_COMBINE[op.attrs['reducer']](accs[0], vals[0], op.results[0].dtype)};")
+        w(f"{accs[0]} = {COMBINE[op.attrs['reducer']](accs[0], vals[0], op.results[0].dtype)};")
 
 
-def _write_accs(w: CWriter, r: _Renderer, accs, outputs, oidx, out: Value) -> None:
+def _write_accs(w: CWriter, r: Renderer, accs, outputs, oidx, out: Value) -> None:
     lin = r.linear(oidx, out.shape)
     for acc, name in zip(accs, outputs):
         w(f"{name}[{lin}] = {acc};")
     r.pop()
 
 
-def _parallel_outer(w: CWriter, out: Value, dim) -> None:
-    """Run the outermost output loop in parallel when the output is large."""
-    if out.rank:
-        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
-          f"if ({dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096)")
-
-
 # ---------------------------------------------------------------------------- row schedule
 
-def _open_output_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], work: Dim,
+def _open_output_rows(w: CWriter, r: Renderer, op: Op, outputs: list[str], work: Dim,
                       dim, inner: bool = False) -> tuple[tuple[str, ...], list[str]]:
     """A parallel loop over the output's rows (all dims but the last); each row of every
     output set to its init value. With `inner`, the parallel loop is over all dims but the
@@ -224,13 +214,12 @@ def _open_output_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], work
     n = len(op.results)
     out = op.results[0]
     split = out.rank - 2 if inner and out.rank >= 3 else out.rank - 1
-    rows = _open_rows(w, r, out.shape[:split], dim(work * prod(out.shape[split:-1])), dim)
+    rows = open_rows(w, r, out.shape[:split], dim(work * prod(out.shape[split:-1])), dim)
     w(f"const int64_t n_lanes = {dim(out.shape[-1])};")
     at = "row"
     if split < out.rank - 1:
         name = f"i{split}"
-        w(f"for (int64_t {name} = 0; {name} < {dim(out.shape[split])}; {name}++) {{")
-        w.level += 1
+        w.open(f"for (int64_t {name} = 0; {name} < {dim(out.shape[split])}; {name}++)")
         rows, at = rows + (name,), f"(row * {dim(out.shape[split])} + {name})"
     r.push()
     inits = [r.load(v, ()) for v in op.operands[n:]]
@@ -245,14 +234,14 @@ def _open_output_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], work
     return rows, names
 
 
-def _close_output_rows(w: CWriter, r: _Renderer, op: Op, inner: bool = False) -> None:
+def _close_output_rows(w: CWriter, r: Renderer, op: Op, inner: bool = False) -> None:
     r.pop()
     if inner and op.results[0].rank >= 3:
-        _close(w)
-    _close(w)
+        close_rows(w)
+    close_rows(w)
 
 
-def _combine_row(w: CWriter, r: _Renderer, op: Op, rows: list[str], idx) -> None:
+def _combine_row(w: CWriter, r: Renderer, op: Op, rows: list[str], idx) -> None:
     """for every c: row[c] = reducer(row[c], input at idx), idx ending in c."""
     n = len(op.results)
     w("#pragma omp simd")
@@ -263,7 +252,7 @@ def _combine_row(w: CWriter, r: _Renderer, op: Op, rows: list[str], idx) -> None
         r.pop()
 
 
-def _reduce_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+def _reduce_rows(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> None:
     """The input's last dim is kept: loops over the reduced dims, each combining a row."""
     x = op.operands[0]
     dims = op.attrs["dimensions"]
@@ -273,7 +262,7 @@ def _reduce_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     for d in reduced:
         work = work * d
     oidx, rows = _open_output_rows(w, r, op, outputs, work, dim)
-    ridx, close = _loop_nest(w, reduced, dim, prefix="r")
+    ridx, close = loop_nest(w, reduced, dim, prefix="r")
     full = [""] * x.rank
     for k, i in enumerate(kept):
         full[i] = (oidx + ("c",))[k]
@@ -284,7 +273,7 @@ def _reduce_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     _close_output_rows(w, r, op)
 
 
-def _window_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> None:
+def _window_rows(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> None:
     """The window has size 1 on the last dim (pooling over NHWC): loops over the window's
     other positions, each combining a row when it is inside the input."""
     window = op.attrs["window_dimensions"]
@@ -292,7 +281,7 @@ def _window_rows(w: CWriter, r: _Renderer, op: Op, outputs: list[str], dim) -> N
     for d in window:
         work = work * d
     oidx, rows = _open_output_rows(w, r, op, outputs, work, dim, inner=True)
-    widx, close = _loop_nest(w, window[:-1], dim, prefix="r")
+    widx, close = loop_nest(w, window[:-1], dim, prefix="r")
     conds, sub = _window_index(op, oidx + ("c",), widx + ("0",), dim)
     sub[-1] = "c"
     with w.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):

@@ -31,7 +31,7 @@ from jdisc.dynamic_passes.ir import bit_width
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _Renderer
+from jdisc.lowering.loops import Renderer
 
 # parallel loops only when there are this many blocks of work (a Philox block is ~20 ns)
 _PARALLEL_MIN = 4096
@@ -76,7 +76,7 @@ def emit_rng_bit_generator(w: CWriter, kernel: Kernel, inputs: dict[int, str],
                            outputs: list[str], dim: Callable[[Dim], str]) -> None:
     op = kernel.root
     state, bits = op.operands[0], op.results[1]
-    r = _Renderer(w, inputs, dim)
+    r = Renderer(w, inputs, dim)
     size = state.shape[0]
     words = [r.load(state, (str(i),)) for i in range(size)]
     algorithm = op.attrs["rng_algorithm"]
@@ -123,13 +123,11 @@ class _Store:
 
 def _parallel_for(w: CWriter, var: str, count: str) -> None:
     w(f"#pragma omp parallel for num_threads(jd_num_threads) if ({count} >= {_PARALLEL_MIN})")
-    w(f"for (int64_t {var} = 0; {var} < {count}; {var}++) {{")
-    w.level += 1
+    w.open(f"for (int64_t {var} = 0; {var} < {count}; {var}++)")
 
 
-def _close(w: CWriter) -> None:
-    w.level -= 1
-    w("}")
+def close_rows(w: CWriter) -> None:
+    w.close()
 
 
 def _philox(w: CWriter, store: _Store, per_block: int) -> None:
@@ -142,7 +140,7 @@ def _philox(w: CWriter, store: _Store, per_block: int) -> None:
     with w.block(f"for (int k = 0; k < {per_block} && {per_block} * j + k < rng_n; k++)"):
         word = "rng_c[k]" if per_block == 4 else "rng_c[2 * k] | (uint64_t)rng_c[2 * k + 1] << 32"
         store(w, f"{per_block} * j + k", word)
-    _close(w)
+    close_rows(w)
 
 
 def _threefry_64(w: CWriter, store: _Store) -> str:
@@ -152,7 +150,7 @@ def _threefry_64(w: CWriter, store: _Store) -> str:
     w("uint32_t rng_c[2] = {(uint32_t)rng_c_e, (uint32_t)(rng_c_e >> 32)};")
     w("jd_threefry2x32((uint32_t)rng_key, (uint32_t)(rng_key >> 32), rng_c);")
     store(w, "rng_e", "rng_c[0] | (uint64_t)rng_c[1] << 32")
-    _close(w)
+    close_rows(w)
     return "rng_n"
 
 
@@ -184,5 +182,5 @@ def _threefry_narrow(w: CWriter, store: _Store, dims: list[str]) -> str:
     store(w, "rng_at", "rng_c[0]")
     with w.block("if (2 * rng_h + 1 < rng_len)"):
         store(w, "rng_at + rng_inner", "rng_c[1]")
-    _close(w)
+    close_rows(w)
     return "rng_pairs"

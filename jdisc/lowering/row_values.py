@@ -8,7 +8,7 @@ may be read along the columns through a transpose or a broadcast into another ax
 answer comes from the index maps: starting at the outputs (read at the row index and varying
 columns), each op's semantics maps the index of its result to the indices its operands are read
 at, and a value is per-row when all its reads are at `(i0, ..., i{k-1}, 0, ..., 0)` -- the index
-the renderer evaluates it at (`_Renderer.load` with `row_values`).
+the renderer evaluates it at (`Renderer.load` with `row_values`).
 
 Index components are abstract: ("row", j) is the row index i_j, ZERO is the constant 0 and
 ANY is anything else (a column index, arithmetic). Several reads of one value are joined
@@ -23,7 +23,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.ops import SAME_INDEX
 from jdisc.errors import CompileError
-from jdisc.lowering.kernels import _reshape_groups   # the renderer's own grouping
+from jdisc.lowering.loops import reshape_groups   # the renderer's own grouping
 
 ZERO = "0"
 ANY = None
@@ -81,7 +81,7 @@ def _operand_indices(op: Op, idx: tuple, assume: frozenset) -> list[tuple]:
 
 def _reshape_index(v: Value, x: Value, idx: tuple) -> tuple:
     sub = [ANY] * x.rank
-    for out_dims, in_dims in _reshape_groups(v.shape, x.shape):
+    for out_dims, in_dims in reshape_groups(v.shape, x.shape):
         comps = [idx[i] for i in out_dims]
         if all(c == ZERO for c in comps):
             for j in in_dims:

@@ -10,7 +10,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _loop_nest, _Renderer, operand_index, render_body
+from jdisc.lowering.loops import Renderer, loop_nest, operand_index, render_body
 
 
 def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
@@ -20,10 +20,10 @@ def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
     out = op.results[0]
     dn = op.attrs["scatter_dimension_numbers"]
     ivd = dn["index_vector_dim"]
-    r = _Renderer(w, inputs, dim)
+    r = Renderer(w, inputs, dim)
     t = ctype(out.dtype)
     w(f"jd_copy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)({dim(x.num_elements())}));")
-    uidx, close = _loop_nest(w, upd.shape, dim, prefix="u")
+    uidx, close = loop_nest(w, upd.shape, dim, prefix="u")
     scatter_dims = [d for d in range(upd.rank) if d not in dn["update_window_dims"]]
     sidx = [uidx[d] for d in scatter_dims]
     full = operand_index(
@@ -53,16 +53,16 @@ def emit_select_and_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str],
     x, source, init = op.operands
     out = op.results[0]
     a = op.attrs
-    r = _Renderer(w, inputs, dim)
+    r = Renderer(w, inputs, dim)
     t = ctype(out.dtype)
     strides = a.get("window_strides") or (1,) * x.rank
     pad = a.get("padding") or (0,) * (2 * x.rank)
     w(f"const {t} init = {r.load(init, ())};")
     w(f"for (int64_t i = 0; i < {dim(x.num_elements())}; i++) {outputs[0]}[i] = init;")
-    sidx, close = _loop_nest(w, source.shape, dim, prefix="s")
+    sidx, close = loop_nest(w, source.shape, dim, prefix="s")
     w("int64_t best = -1;")
     w(f"{ctype(x.dtype)} best_val = 0;")
-    widx, close_w = _loop_nest(w, a["window_dimensions"], dim, prefix="w")
+    widx, close_w = loop_nest(w, a["window_dimensions"], dim, prefix="w")
     # strides and padding may be symbolic (SAME pooling of a dynamic dim)
     pos = [f"({sidx[d]} * {dim(strides[d])} + {widx[d]} - {dim(pad[2 * d])})"
            for d in range(x.rank)]

@@ -13,7 +13,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _loop_nest, _Renderer, render_body
+from jdisc.lowering.loops import Renderer, loop_nest, render_body
 
 
 def emit_comparator(w: CWriter, kernel: Kernel, inputs: dict[int, str], params: list[str],
@@ -23,7 +23,7 @@ def emit_comparator(w: CWriter, kernel: Kernel, inputs: dict[int, str], params: 
     name = f"{kernel.name}_less"
     args = [f"const {ctype(x.dtype)} *restrict p{m}" for m, x in enumerate(op.operands)]
     with w.block(f"static inline int {name}({', '.join(args)}, int64_t a, int64_t b)"):
-        r = _Renderer(w, {}, dim)
+        r = Renderer(w, {}, dim)
         values = []
         for m in range(len(op.operands)):
             values += [f"p{m}[a]", f"p{m}[b]"]
@@ -48,9 +48,9 @@ def emit_sort(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
             for m in range(len(computed)):
                 w(f"free(opnd{m});")
             w("return 1;")
-    r = _Renderer(w, inputs, dim)
+    r = Renderer(w, inputs, dim)
     for m, x in enumerate(computed):
-        idx, close = _loop_nest(w, x.shape, dim)
+        idx, close = loop_nest(w, x.shape, dim)
         w(f"opnd{m}[{r.linear(idx, x.shape)}] = {r.load(x, idx)};")
         close()
     names = {x.id: f"opnd{m}" for m, x in enumerate(computed)}

@@ -18,41 +18,11 @@ from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.kernels import _COMBINE, _Renderer, reducer_identity
+from jdisc.lowering.loops import (_CHUNK, COMBINE, PARALLEL_MIN_WORK, Renderer, close_rows,
+                                  open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
 LANES = 16
-# elements; below this a kernel runs on one thread (waking sleeping OpenMP threads costs tens of
-# microseconds, more than a small kernel takes)
-PARALLEL_MIN_WORK = 1 << 18
-# rows per scheduling chunk (~8K elements): dynamic scheduling keeps both cores busy when one
-# of them is slowed by something else, which on shared machines is the common case
-_CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
-
-
-def _open_rows(w: CWriter, r: _Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
-    """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
-    w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
-    w(f"const int chunk = {_CHUNK};")
-    w("#pragma omp parallel for schedule(dynamic, chunk) num_threads(jd_num_threads) "
-      f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
-    w("for (int64_t row = 0; row < n_rows; row++) {")
-    w.level += 1
-    names, rest = [], "row"
-    for k in range(len(rows_dims) - 1, -1, -1):
-        d = dim(rows_dims[k])
-        names.append(f"i{k}")
-        if k == 0:
-            w(f"const int64_t i0 = {rest};")
-        else:
-            w(f"const int64_t i{k} = {rest} % {d};")
-            rest = f"({rest} / {d})"
-    return tuple(reversed(names))
-
-
-def _close(w: CWriter) -> None:
-    w.level -= 1
-    w("}")
 
 
 def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
@@ -73,7 +43,7 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
     """An elementwise kernel: parallel over rows, a contiguous column loop inside. Rows are
     all but the last dim, or the leading `row_rank` dims when the kernel holds per-row values
     (computed once per row, not once per element)."""
-    r = _Renderer(w, inputs, dim, assume)
+    r = Renderer(w, inputs, dim, assume)
     out = kernel.outputs[0]
     if out.rank == 0:
         for v, name in zip(kernel.outputs, outputs):
@@ -81,21 +51,20 @@ def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[
         return
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
-    r.row_idx = _open_rows(w, r, rows_dims, dim(prod(cols_dims)), dim)
+    r.row_idx = open_rows(w, r, rows_dims, dim(prod(cols_dims)), dim)
     r.row_values = row_values(kernel, rows_dims, {v.id for v in kernel.outputs}, r.assume)
     for op in kernel.ops:
         for v in op.results:
             if v.id in r.row_values:
                 r.load(v, ())
-    w("for (int64_t c = 0; c < n_cols; c++) {")
-    w.level += 1
+    w.open("for (int64_t c = 0; c < n_cols; c++)")
     r.push()
     idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
     for v, name in zip(kernel.outputs, outputs):   # several outputs: multi-output fusion
         w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
     r.pop()
-    _close(w)
-    _close(w)
+    close_rows(w)
+    close_rows(w)
 
 
 def _levels(ops: list[Op]) -> dict[int, int]:
@@ -120,7 +89,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     root, out = kernel.root, kernel.outputs[0]
     inside = {res.id for op in kernel.ops for res in op.results}
 
-    r = _Renderer(w, inputs, dim, assume)
+    r = Renderer(w, inputs, dim, assume)
     reduced = {v.id for op in reduces for v in op.results}   # accumulators, not row values
     r.row_values = row_values(kernel, rows_dims, reduced, r.assume)
     # full-shape values that a later phase reads, and that cost more than a load to
@@ -153,8 +122,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
     w("#pragma omp parallel num_threads(jd_num_threads) "
       f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
-    w("{")
-    w.level += 1
+    w.open()
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
           f"sizeof({ctype(v.dtype)}) * (size_t)n_cols + 1);")
@@ -164,8 +132,7 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
             w("jd_failed = 1;")
     w(f"const int chunk = {_CHUNK};")
     w("#pragma omp for schedule(dynamic, chunk)")
-    w("for (int64_t row = 0; row < n_rows; row++) {")
-    w.level += 1
+    w.open("for (int64_t row = 0; row < n_rows; row++)")
     if cached:
         w("if (jd_failed) continue;")
     names, rest = [], "row"
@@ -191,14 +158,14 @@ def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
     if out_is_row:
         w(f"{outputs[0]}[row] = {r.load(out, ())};")
     r.pop()
-    _close(w)
+    close_rows(w)
     for v in cached:
         w(f"free({buffers[v.id]});")
-    _close(w)
+    close_rows(w)
     w("return jd_failed;")
 
 
-def _hoist_row_values(r: _Renderer, kernel: Kernel, level: dict[int, int], p: int) -> None:
+def _hoist_row_values(r: Renderer, kernel: Kernel, level: dict[int, int], p: int) -> None:
     """Compute, at row scope, the per-row values that phase p can already use, and the
     reciprocals of per-row divisors (x / sum becomes x * (1 / sum): within 1 ulp)."""
     for op in kernel.ops:
@@ -219,14 +186,13 @@ def _hoist_row_values(r: _Renderer, kernel: Kernel, level: dict[int, int], p: in
             r.recip[id(op)] = name
 
 
-def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int, str],
+def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
                 output: tuple[Value, str] | None, cols_dims, dim) -> None:
     """One phase over the row's columns: a plain loop storing row-buffer values and/or the
     output, then a lane-split loop for the reductions (reading row buffers where kept)."""
     if cached or output is not None:
-        w("for (int64_t c = 0; c < n_cols; c++) {")
-        w.level += 1
+        w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
         r.col = "c"
         idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
@@ -236,7 +202,7 @@ def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int
             v, name = output
             w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
         r.pop()
-        _close(w)
+        close_rows(w)
     for v in cached:
         r.cached[v.id] = buffers[v.id]
     if not reduces:
@@ -249,36 +215,32 @@ def _emit_phase(w: CWriter, r: _Renderer, reduces: list[Op], acc_names: dict[int
         for op in reduces:
             slot = f"{acc_names[op.results[0].id]}_l[{lane}]"
             val = r.load(op.operands[0], idx)
-            w(f"{slot} = {_COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
+            w(f"{slot} = {COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
         r.pop()
 
     for op in reduces:
         w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]};")
-    w("{")
-    w.level += 1
+    w.open()
     for op in reduces:
         acc = acc_names[op.results[0].id]
         w(f"{ctype(op.results[0].dtype)} {acc}_l[{LANES}];")
         ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
         w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {ident};")
     w("int64_t c = 0;")
-    w(f"for (; c + {LANES} <= n_cols; c += {LANES}) {{")
-    w.level += 1
-    w(f"for (int64_t l = 0; l < {LANES}; l++) {{")
-    w.level += 1
+    w.open(f"for (; c + {LANES} <= n_cols; c += {LANES})")
+    w.open(f"for (int64_t l = 0; l < {LANES}; l++)")
     w("const int64_t cc = c + l;")
     body("cc", "l")
-    _close(w)
-    _close(w)
-    w("for (; c < n_cols; c++) {")
-    w.level += 1
+    close_rows(w)
+    close_rows(w)
+    w.open("for (; c < n_cols; c++)")
     body("c", "0")
-    _close(w)
+    close_rows(w)
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
         w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA applies it)
         w(f"for (int l = 0; l < {LANES}; l++) {acc} = "
-          f"{_COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
-    _close(w)
+          f"{COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
+    close_rows(w)
     for op in reduces:
         r.accs[op.results[0].id] = acc_names[op.results[0].id]
