@@ -12,18 +12,15 @@ jax has no bool bitcasts; XLA treats a PRED as a byte and refuses or differs the
 
 from __future__ import annotations
 
-from typing import Callable
 
-from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import bit_width
-from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import Renderer, loop_nest, parallel_outer
+from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, parallel_outer
 
 
-def emit_bitcast(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                 dim: Callable[[Dim], str]) -> None:
+def emit_bitcast(ctx: KernelContext) -> None:
+    w, kernel, inputs, outputs, dim, _ = ctx.unpack()
     op = kernel.root
     x, out = op.operands[0], op.results[0]
     r = Renderer(w, inputs, dim)

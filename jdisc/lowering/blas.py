@@ -7,7 +7,6 @@ there (see `size_limits`).
 
 from __future__ import annotations
 
-from typing import Callable
 
 from jdisc.dynamic_passes.dots import GemmLayout, gemm_layout
 from jdisc.dynamic_passes.fusion import Kernel
@@ -17,6 +16,7 @@ from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import cast
+from jdisc.lowering.loops import KernelContext
 
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
 
@@ -44,8 +44,8 @@ def size_limits(kernel: Kernel) -> list[Dim]:
     return limits
 
 
-def emit_dot(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
-             dim: Callable[[Dim], str]) -> None:
+def emit_dot(ctx: KernelContext) -> None:
+    w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
     op = kernel.root
     lay = layout(op)
     out = op.results[0]
@@ -127,9 +127,9 @@ static inline void jd_blas_threads(double work) {
 """
 
 
-def emit_trsm(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
-              dim: Callable[[Dim], str]) -> None:
+def emit_trsm(ctx: KernelContext) -> None:
     """triangular_solve: copy b into the result, then one in-place ?trsm per batch matrix."""
+    w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
     op = kernel.root
     a_val, b_val = op.operands
     dt = op.results[0].dtype

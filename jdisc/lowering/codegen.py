@@ -23,6 +23,7 @@ from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter, serial_when_small
 from jdisc.lowering.data import DataSection, digest as data_digest, is_data
 from jdisc.lowering.kernels import deep_recursion, emit_kernel, kernel_dim_vars, speculation_guards
+from jdisc.lowering.loops import KernelContext
 from jdisc.lowering.names import c_comment, dim_ident
 from jdisc.lowering.scalar_ops import c_prelude
 from jdisc.version import __version__
@@ -267,29 +268,23 @@ def _restrict(k: Kernel, v) -> str:
     return "" if v.id in k.shared_buffers else "restrict "
 
 
-def _operands(k: Kernel, inputs: dict[int, str]) -> list[str]:
-    return [inputs[v.id] for v in k.root.operands]
-
-
-# kernel kind -> (emitter(w, kernel, inputs, outputs, assumed equalities, sort comparator),
-#                 whether the emitted body returns its own status)
+# kernel kind -> (emitter, whether the emitted body returns its own status)
 _EMITTERS = {
-    "dot": (lambda w, k, i, o, a, l: blas.emit_dot(w, k, _operands(k, i), o[0], dim_c), False),
-    "solve": (lambda w, k, i, o, a, l: blas.emit_trsm(w, k, _operands(k, i), o[0], dim_c), False),
-    "conv": (lambda w, k, i, o, a, l: conv.emit_conv(w, k, _operands(k, i), o[0], dim_c), True),
-    "stitch": (lambda w, k, i, o, a, l: stitch.emit_stitch(w, k, i, o, dim_c, a), True),
-    "loop": (lambda w, k, i, o, a, l: stitch.emit_loop(w, k, i, o, dim_c, a), False),
-    "selscatter": (lambda w, k, i, o, a, l: scatter.emit_select_and_scatter(w, k, i, o, dim_c),
-                   False),
-    "scatter": (lambda w, k, i, o, a, l: scatter.emit_scatter(w, k, i, o, dim_c), False),
-    "sort": (lambda w, k, i, o, a, l: sort.emit_sort(w, k, i, o, dim_c, l), True),
-    "rng": (lambda w, k, i, o, a, l: rng.emit_rng_bit_generator(w, k, i, o, dim_c), False),
-    "bitcast": (lambda w, k, i, o, a, l: bitcast.emit_bitcast(w, k, i, o, dim_c), False),
-    "update": (lambda w, k, i, o, a, l: control.emit_update(w, k, i, o[0], dim_c), False),
-    "reduce": (lambda w, k, i, o, a, l: reductions.emit_reduce(w, k, i, o, dim_c, a), False),
-    "window": (lambda w, k, i, o, a, l: reductions.emit_window(w, k, i, o, dim_c, a), False),
+    "dot": (blas.emit_dot, False),
+    "solve": (blas.emit_trsm, False),
+    "conv": (conv.emit_conv, True),
+    "stitch": (stitch.emit_stitch, True),
+    "loop": (stitch.emit_loop, False),
+    "selscatter": (scatter.emit_select_and_scatter, False),
+    "scatter": (scatter.emit_scatter, False),
+    "sort": (sort.emit_sort, True),
+    "rng": (rng.emit_rng_bit_generator, False),
+    "bitcast": (bitcast.emit_bitcast, False),
+    "update": (control.emit_update, False),
+    "reduce": (reductions.emit_reduce, False),
+    "window": (reductions.emit_window, False),
 }
-_DEFAULT_EMITTER = (lambda w, k, i, o, a, l: emit_kernel(w, k, i, o, dim_c, a), False)
+_DEFAULT_EMITTER = (emit_kernel, False)
 
 
 def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
@@ -315,7 +310,7 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
         keep = "JD_KEEP_BRANCHES " if needs_branches(k) else ""
         with w.block(f"static {keep}int {fname}({', '.join(params)})"):
             emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
-            emit(w, k, inputs, outs, assume, less)
+            emit(KernelContext(w, k, inputs, outs, dim_c, assume, less))
             if not returns:     # emitters that cannot fail end with success
                 w("return 0;")
         w()

@@ -26,6 +26,7 @@ from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.launcher import buffer_bytes
 from jdisc.lowering.names import c_comment
+from jdisc.lowering.loops import KernelContext
 
 CONTROL_KINDS = ("while", "if", "case")
 REGION_PARAMS = ("const int64_t *restrict dims, void *const *restrict ins, "
@@ -114,10 +115,10 @@ def _emit_branches(w: CWriter, op, buffers) -> None:
     w("if (status) goto done;")
 
 
-def emit_update(w: CWriter, k: Kernel, inputs: dict[int, str], out: str,
-                dim: Callable[[Dim], str]) -> None:
+def emit_update(ctx: KernelContext) -> None:
     """In-place dynamic_update_slice: copy the update into the window of the carried buffer
     (`out`, which is also the operand); start indices clamped as StableHLO specifies."""
+    w, k, inputs, out, dim = ctx.w, ctx.kernel, ctx.inputs, ctx.outputs[0], ctx.dim
     op = k.root
     x, upd, starts = op.operands[0], op.operands[1], op.operands[2:]
     r = x.rank

@@ -23,14 +23,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import dilated_index
+from jdisc.lowering.loops import KernelContext, dilated_index
 
 CHUNK = 2048  # im2col: output positions unrolled at a time (bounds the im2col buffer)
 # direct: accumulators per block, in vector registers of 64 bytes (16 f32): 12 of the 32 an
@@ -58,8 +57,8 @@ def direct_blocks(op: Op) -> tuple[int, int] | None:
     return max(1, min(MAX_POSITIONS, BLOCK_VECTORS // vectors)), features
 
 
-def emit_conv(w: CWriter, kernel: Kernel, inputs: list[str], output: str,
-              dim: Callable[[Dim], str]) -> None:
+def emit_conv(ctx: KernelContext) -> None:
+    w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
     op = kernel.root
     x, out = op.operands[0], op.results[0]
     if out.dtype in ("f16", "bf16") or x.dtype in ("f16", "bf16"):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
@@ -21,7 +20,7 @@ from jdisc.dynamic_passes.ops import DIM_ATTRS, OPS
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import Renderer, loop_nest
+from jdisc.lowering.loops import KernelContext, Renderer, loop_nest
 
 
 
@@ -69,9 +68,9 @@ def speculation_guards(kernel: Kernel) -> list[tuple[Dim, Dim]]:
     return pairs
 
 
-def emit_kernel(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+def emit_kernel(ctx: KernelContext) -> None:
     """The body of a loop / concat kernel (inside the function braces)."""
+    w, kernel, inputs, outputs, dim, assume = ctx.unpack()
     r = Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]

@@ -5,12 +5,14 @@ bitcast.py, rng.py) builds on these."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, Sequence
 
 import numpy as np
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value, is_float, numpy_dtype
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.errors import UnsupportedOpError
@@ -25,6 +27,28 @@ PARALLEL_MIN_WORK = 1 << 18
 # of them is slowed by something else, which on shared machines is the common case
 _CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
 Index = tuple[str, ...]
+
+
+@dataclasses.dataclass
+class KernelContext:
+    """What a kernel emitter gets: the writer, the kernel, the C names of the buffers it reads
+    (by value id) and writes (in order), C for a symbolic dim, the dim pairs this version of
+    the kernel may assume equal, and a sort's comparator."""
+    w: CWriter
+    kernel: Kernel
+    inputs: dict[int, str]
+    outputs: list[str]
+    dim: Callable[[Dim], str]
+    assume: frozenset = frozenset()
+    less: str | None = None
+
+    @property
+    def operands(self) -> list[str]:
+        """The root op's operands' buffers, in order (library calls read them so)."""
+        return [self.inputs[v.id] for v in self.kernel.root.operands]
+
+    def unpack(self) -> tuple:
+        return self.w, self.kernel, self.inputs, self.outputs, self.dim, self.assume
 
 
 class Renderer:

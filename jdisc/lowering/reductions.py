@@ -16,21 +16,19 @@ gives the same bits for any reducer.
 
 from __future__ import annotations
 
-from typing import Callable
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (COMBINE, Renderer, close_rows, dilated_index, loop_nest,
-                                  open_rows, parallel_outer, render_body)
+from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows, dilated_index,
+                                  loop_nest, open_rows, parallel_outer, render_body)
 
 
-def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+def emit_reduce(ctx: KernelContext) -> None:
     """The body of a reduce kernel (inside the function braces)."""
+    w, kernel, inputs, outputs, dim, assume = ctx.unpack()
     r = Renderer(w, inputs, dim, assume)
     op = kernel.root
     x = op.operands[0]
@@ -40,9 +38,9 @@ def emit_reduce(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: lis
         _reduce_scalar(w, r, op, outputs, dim)
 
 
-def emit_window(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+def emit_window(ctx: KernelContext) -> None:
     """The body of a reduce_window kernel (inside the function braces)."""
+    w, kernel, inputs, outputs, dim, assume = ctx.unpack()
     r = Renderer(w, inputs, dim, assume)
     op = kernel.root
     a, last = op.attrs, op.operands[0].rank - 1

@@ -24,14 +24,11 @@ hold the bits unchanged.
 
 from __future__ import annotations
 
-from typing import Callable
 
-from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import bit_width
-from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import Renderer
+from jdisc.lowering.loops import KernelContext, Renderer
 
 # parallel loops only when there are this many blocks of work (a Philox block is ~20 ns)
 _PARALLEL_MIN = 4096
@@ -72,8 +69,8 @@ static inline void jd_philox4x32(uint32_t k0, uint32_t k1, uint32_t c[4]) {
 """
 
 
-def emit_rng_bit_generator(w: CWriter, kernel: Kernel, inputs: dict[int, str],
-                           outputs: list[str], dim: Callable[[Dim], str]) -> None:
+def emit_rng_bit_generator(ctx: KernelContext) -> None:
+    w, kernel, inputs, outputs, dim, _ = ctx.unpack()
     op = kernel.root
     state, bits = op.operands[0], op.results[1]
     r = Renderer(w, inputs, dim)

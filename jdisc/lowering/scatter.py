@@ -4,17 +4,13 @@ says). Sequential in update order, so repeated indices combine deterministically
 
 from __future__ import annotations
 
-from typing import Callable
 
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering.cdtype import ctype
-from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import Renderer, loop_nest, operand_index, render_body
+from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, operand_index, render_body
 
 
-def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                 dim: Callable[[Dim], str]) -> None:
+def emit_scatter(ctx: KernelContext) -> None:
+    w, kernel, inputs, outputs, dim, _ = ctx.unpack()
     op = kernel.root
     x, indices, upd = op.operands
     out = op.results[0]
@@ -45,10 +41,10 @@ def emit_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: li
     close()
 
 
-def emit_select_and_scatter(w: CWriter, kernel: Kernel, inputs: dict[int, str],
-                            outputs: list[str], dim: Callable[[Dim], str]) -> None:
+def emit_select_and_scatter(ctx: KernelContext) -> None:
     """For each window of the operand, the element the select region prefers receives the
     window's source value through the scatter region; everything else keeps the init value."""
+    w, kernel, inputs, outputs, dim, _ = ctx.unpack()
     op = kernel.root
     x, source, init = op.operands
     out = op.results[0]

@@ -13,7 +13,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import Renderer, loop_nest, render_body
+from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, render_body
 
 
 def emit_comparator(w: CWriter, kernel: Kernel, inputs: dict[int, str], params: list[str],
@@ -32,8 +32,8 @@ def emit_comparator(w: CWriter, kernel: Kernel, inputs: dict[int, str], params: 
     return name
 
 
-def emit_sort(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-              dim: Callable[[Dim], str], less: str) -> None:
+def emit_sort(ctx: KernelContext) -> None:
+    (w, kernel, inputs, outputs, dim, _), less = ctx.unpack(), ctx.less
     op = kernel.root
     d = op.attrs["dimension"]
     shape = op.operands[0].shape

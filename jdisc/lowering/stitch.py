@@ -10,16 +10,15 @@ independent accumulators so the loop vectorises, then combine the lanes in a fix
 
 from __future__ import annotations
 
-from typing import Callable
 
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ops import EXPENSIVE
 from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.symbolic import prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (_CHUNK, COMBINE, PARALLEL_MIN_WORK, Renderer, close_rows,
-                                  open_rows, reducer_identity)
+from jdisc.lowering.loops import (_CHUNK, COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer,
+                                  close_rows, open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
 LANES = 16
@@ -38,11 +37,11 @@ def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
-def emit_loop(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-              dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+def emit_loop(ctx: KernelContext) -> None:
     """An elementwise kernel: parallel over rows, a contiguous column loop inside. Rows are
     all but the last dim, or the leading `row_rank` dims when the kernel holds per-row values
     (computed once per row, not once per element)."""
+    w, kernel, inputs, outputs, dim, assume = ctx.unpack()
     r = Renderer(w, inputs, dim, assume)
     out = kernel.outputs[0]
     if out.rank == 0:
@@ -77,9 +76,9 @@ def _levels(ops: list[Op]) -> dict[int, int]:
     return level
 
 
-def emit_stitch(w: CWriter, kernel: Kernel, inputs: dict[int, str], outputs: list[str],
-                dim: Callable[[Dim], str], assume: frozenset = frozenset()) -> None:
+def emit_stitch(ctx: KernelContext) -> None:
     """Reductions over the trailing dims, their producers and their consumers, per row."""
+    w, kernel, inputs, outputs, dim, assume = ctx.unpack()
     k = kernel.row_rank
     reduces = [op for op in kernel.ops if op.name == "reduce"]
     full = reduces[0].operands[0].shape
