@@ -20,7 +20,7 @@ from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reducti
                             scatter, sort, stitch)
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
-from jdisc.lowering.cwriter import CWriter, serial_when_small
+from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.data import DataSection, digest as data_digest, is_data
 from jdisc.lowering.kernels import deep_recursion, emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.loops import KernelContext
@@ -98,7 +98,6 @@ def _generate(prog: Program) -> CProgram:
         body(f"int jd_profile(double *out) {{ for (int i = 0; i < {len(prog.kernels)}; i++) "
              f"out[i] = jd_profile_seconds[i]; return {len(prog.kernels)}; }}")
     _emit_run(body, prog, buffers, number, profile)
-    body.lines = serial_when_small(body.lines)
     text = body.text()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     head = CWriter()

@@ -155,8 +155,8 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
     w(f"static const {d.t} zeros[{cin_g}];   /* read for taps outside the input */")
     outer = " * ".join(["batch"] + [f"osz{i}" for i in range(last)])
     w(f"/* in parallel: rows of output positions ({outer} of them) */")
-    w(f"#pragma omp parallel for collapse({ns}) schedule(dynamic, 1) num_threads(jd_num_threads) "
-      f"if ({outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= {PARALLEL_MIN_MACS})")
+    w.parallel(f"parallel for collapse({ns}) schedule(dynamic, 1) num_threads(jd_num_threads)",
+               f"{outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= {PARALLEL_MIN_MACS}")
     w.open("for (int64_t b = 0; b < batch; b++)")
     for i in range(last):
         w.open(f"for (int64_t o{i} = 0; o{i} < osz{i}; o{i}++)")
@@ -191,7 +191,7 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
 
 
 def _simd(w: CWriter, nfeat: int, body: str) -> None:
-    w("#pragma omp simd")
+    w.omp("simd")
     w(f"for (int j = 0; j < {nfeat}; j++)")
     w(f"  {body}")
 

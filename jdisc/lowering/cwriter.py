@@ -10,9 +10,35 @@ class CWriter:
         self.lines: list[str] = []
         self.level = 0
         self.unit = indent
+        self._omp_lines: set[int] = set()       # indices of the `#pragma omp` lines
+        self._parallel: list[tuple[int, int]] = []   # (first line, level) of an open region
 
     def __call__(self, line: str = "") -> None:
         self.lines.append(self.unit * self.level + line if line else "")
+
+    def omp(self, directive: str) -> None:
+        """`#pragma omp <directive>`."""
+        self._omp_lines.add(len(self.lines))
+        self(f"#pragma omp {directive}")
+
+    def parallel(self, directive: str, cond: str) -> None:
+        """The next statement, a block, under `#pragma omp <directive>` when `cond` holds at
+        run time, and without any OpenMP pragma otherwise:
+        `if (cond) { #pragma omp ... stmt } else { stmt }`. Entering a parallel region costs
+        about a microsecond even when its `if` clause is false; small kernels, and loop bodies
+        run many times, should not pay it. The region ends with the `close` of that block."""
+        assert not self._parallel, "parallel regions do not nest"
+        self.open(f"if ({cond})")
+        self.omp(directive)
+        self._parallel.append((len(self.lines), self.level))
+
+    def _end_parallel(self) -> None:
+        start, _ = self._parallel.pop()
+        stmt = self.lines[start:]
+        self.else_()
+        self.lines.extend(line for i, line in enumerate(stmt, start)
+                          if i not in self._omp_lines)
+        self.close()
 
     @contextlib.contextmanager
     def indent(self):
@@ -26,9 +52,9 @@ class CWriter:
     def block(self, head: str, tail: str = "}"):
         """`head {` ... `}` with the body indented."""
         self(head + " {")
-        with self.indent():
-            yield
-        self(tail)
+        self.level += 1
+        yield
+        self.close(tail)
 
     def open(self, head: str = "") -> None:
         """`head {` with the lines after it indented until `close`: a block whose end is
@@ -37,8 +63,11 @@ class CWriter:
         self.level += 1
 
     def close(self, tail: str = "}") -> None:
+        """The end of the innermost block (and of a parallel region that it was)."""
         self.level -= 1
         self(tail)
+        if self._parallel and tail == "}" and self.level == self._parallel[-1][1]:
+            self._end_parallel()
 
     def else_(self) -> None:
         """`} else {` between the two arms of an `open`ed if."""
@@ -65,48 +94,3 @@ def c_string(s: str) -> str:
         else:
             pieces.append(f"\\{byte:03o}")
     return '"' + "".join(pieces) + '"'
-
-
-def serial_when_small(lines: list[str]) -> list[str]:
-    """`#pragma omp parallel ... if (COND)` + its statement -> `if (COND) { parallel } else
-    { the same statement without OpenMP }`. Entering a parallel region costs about a
-    microsecond even when its `if` clause is false; small kernels (and loop bodies run many
-    times) should not pay it."""
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        cond = _parallel_if(line)
-        if cond is None or i + 1 >= len(lines):
-            out.append(line)
-            i += 1
-            continue
-        pad = line[:len(line) - len(line.lstrip())]
-        end = i + 1
-        if lines[i + 1].rstrip().endswith("{"):
-            while not (lines[end].startswith(pad + "}") and
-                       len(lines[end]) - len(lines[end].lstrip()) == len(pad)):
-                end += 1
-        stmt = lines[i + 1:end + 1]
-        head = line[:line.rfind(" if (")]
-        out.append(f"{pad}if ({cond}) {{")
-        out.append("  " + head)
-        out.extend("  " + s if s else s for s in stmt)
-        out.append(f"{pad}}} else {{")
-        out.extend("  " + s if s else s for s in stmt if not s.lstrip().startswith("#pragma omp"))
-        out.append(f"{pad}}}")
-        i = end + 1
-    return out
-
-
-def _parallel_if(line: str) -> str | None:
-    s = line.strip()
-    if not s.startswith("#pragma omp parallel") or not s.endswith(")") or " if (" not in s:
-        return None
-    at = s.rfind(" if (") + 4
-    depth = 0
-    for j in range(at, len(s)):
-        depth += {"(": 1, ")": -1}.get(s[j], 0)
-        if depth == 0:
-            return s[at + 1:j] if j == len(s) - 1 else None
-    return None

@@ -408,8 +408,8 @@ def open_rows(w: CWriter, r: Renderer, rows_dims, cols: str, dim) -> tuple[str, 
     """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
     w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
     w(f"const int chunk = {_CHUNK};")
-    w("#pragma omp parallel for schedule(dynamic, chunk) num_threads(jd_num_threads) "
-      f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
+    w.parallel("parallel for schedule(dynamic, chunk) num_threads(jd_num_threads)",
+               f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}")
     w.open("for (int64_t row = 0; row < n_rows; row++)")
     names, rest = [], "row"
     for k in range(len(rows_dims) - 1, -1, -1):
@@ -430,8 +430,8 @@ def close_rows(w: CWriter) -> None:
 def parallel_outer(w: CWriter, out: Value, dim) -> None:
     """Run the outermost output loop in parallel when the output is large."""
     if out.rank:
-        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
-          f"if ({dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096)")
+        w.parallel("parallel for schedule(dynamic, 1) num_threads(jd_num_threads)",
+                   f"{dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096")
 
 
 def render_body(w: CWriter, r: Renderer, block, args: list[str]) -> list[str]:

@@ -133,8 +133,8 @@ def _window_scan(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim, axis:
     out = op.results[0]
     others = [d for d in range(out.rank) if d != axis]
     if others:
-        w("#pragma omp parallel for schedule(dynamic, 1) num_threads(jd_num_threads) "
-          f"if ({dim(out.shape[others[0]])} > 1 && {dim(out.num_elements())} >= 4096)")
+        w.parallel("parallel for schedule(dynamic, 1) num_threads(jd_num_threads)",
+                   f"{dim(out.shape[others[0]])} > 1 && {dim(out.num_elements())} >= 4096")
     oidx, close_outer = loop_nest(w, [out.shape[d] for d in others], dim)
     r.push()
     accs = _init_accs(w, r, op.operands[1:], op.results)
@@ -225,7 +225,7 @@ def _open_output_rows(w: CWriter, r: Renderer, op: Op, outputs: list[str], work:
     for k, (res, name) in enumerate(zip(op.results, outputs)):
         names.append(f"orow{k}")
         w(f"{ctype(res.dtype)} *restrict orow{k} = {name} + {at} * n_lanes;")
-    w("#pragma omp simd")
+    w.omp("simd")
     with w.block("for (int64_t c = 0; c < n_lanes; c++)"):
         for row, init in zip(names, inits):
             w(f"{row}[c] = {init};")
@@ -242,7 +242,7 @@ def _close_output_rows(w: CWriter, r: Renderer, op: Op, inner: bool = False) -> 
 def _combine_row(w: CWriter, r: Renderer, op: Op, rows: list[str], idx) -> None:
     """for every c: row[c] = reducer(row[c], input at idx), idx ending in c."""
     n = len(op.results)
-    w("#pragma omp simd")
+    w.omp("simd")
     with w.block("for (int64_t c = 0; c < n_lanes; c++)"):
         r.push()
         _combine(w, r, op, [f"{row}[c]" for row in rows],

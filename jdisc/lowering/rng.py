@@ -119,7 +119,7 @@ class _Store:
 
 
 def _parallel_for(w: CWriter, var: str, count: str) -> None:
-    w(f"#pragma omp parallel for num_threads(jd_num_threads) if ({count} >= {_PARALLEL_MIN})")
+    w.parallel("parallel for num_threads(jd_num_threads)", f"{count} >= {_PARALLEL_MIN}")
     w.open(f"for (int64_t {var} = 0; {var} < {count}; {var}++)")
 
 

@@ -58,14 +58,14 @@ def emit_sort(ctx: KernelContext) -> None:
     w(f"const int64_t n_outer = {dim(prod(shape[:d]))}, len = {dim(shape[d])}, "
       f"n_inner = {dim(prod(shape[d + 1:]))};")
     w("int failed = 0;")
-    w("#pragma omp parallel num_threads(jd_num_threads) if (n_outer * n_inner > 64 && "
-      "n_outer * n_inner * len >= 262144)")
+    w.parallel("parallel num_threads(jd_num_threads)",
+               "n_outer * n_inner > 64 && n_outer * n_inner * len >= 262144")
     with w.block(""):
         w("int64_t *perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * len) + 1);")
         with w.block("if (!perm)"):
-            w("#pragma omp atomic write")
+            w.omp("atomic write")
             w("failed = 1;")
-        w("#pragma omp for schedule(dynamic, 1)")
+        w.omp("for schedule(dynamic, 1)")
         with w.block("for (int64_t s = 0; s < n_outer * n_inner; s++)"):
             w("if (!perm) continue;")
             w("const int64_t base = (s / n_inner) * len * n_inner + s % n_inner;")

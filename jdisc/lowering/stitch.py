@@ -119,18 +119,18 @@ def emit_stitch(ctx: KernelContext) -> None:
     cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
-    w("#pragma omp parallel num_threads(jd_num_threads) "
-      f"if (n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK})")
+    w.parallel("parallel num_threads(jd_num_threads)",
+               f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}")
     w.open()
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
           f"sizeof({ctype(v.dtype)}) * (size_t)n_cols + 1);")
     if cached:
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
-            w("#pragma omp atomic write")
+            w.omp("atomic write")
             w("jd_failed = 1;")
     w(f"const int chunk = {_CHUNK};")
-    w("#pragma omp for schedule(dynamic, chunk)")
+    w.omp("for schedule(dynamic, chunk)")
     w.open("for (int64_t row = 0; row < n_rows; row++)")
     if cached:
         w("if (jd_failed) continue;")
