@@ -14,6 +14,8 @@ from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
 from jdisc.api import lower_to_ir
 
+pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
+
 B, S, X, seq = symbolic.var("B"), symbolic.var("S"), symbolic.var("X"), symbolic.var("seq")
 
 

@@ -16,6 +16,7 @@ def kernel_kinds(prog):
     return [k.kind for k in prog.kernels]
 
 
+@pytest.mark.fast
 def test_softmax_is_one_stitch_kernel():
     prog = to_ir(W.softmax, ({0: "B", 1: "S"},), np.ones((2, 5), np.float32))
     assert kernel_kinds(prog) == ["stitch"]
@@ -23,6 +24,7 @@ def test_softmax_is_one_stitch_kernel():
     assert sum(op.name == "reduce" for op in k.ops) == 2 and k.row_rank == 1
 
 
+@pytest.mark.fast
 def test_layer_norm_is_one_stitch_kernel():
     p = W.ln_params(64)
     prog = to_ir(lambda x, g, b: W.layer_norm(x, g, b), ({0: "B", 1: "S"}, None, None),
@@ -30,6 +32,7 @@ def test_layer_norm_is_one_stitch_kernel():
     assert kernel_kinds(prog) == ["stitch"]
 
 
+@pytest.mark.fast
 def test_ln_gelu_residual_softmax_chain_is_one_kernel():
     wl = W.workloads()["W2"]
     prog = to_ir(wl.fn, wl.dynamic_axes, *wl.make_args(2, 3, np.random.default_rng(0)))
@@ -38,6 +41,7 @@ def test_ln_gelu_residual_softmax_chain_is_one_kernel():
     assert prog.memory.arena_bytes == 0          # nothing but the output touches memory
 
 
+@pytest.mark.fast
 def test_bert_layer_kernels_are_gemms_plus_eight():
     # 8 GEMMs (Q, K, V, scores, context, output projection, FFN in, FFN out) and 8 others:
     # bias + head transpose for Q, K and V (their consumers are GEMMs, which need memory),
@@ -51,12 +55,14 @@ def test_bert_layer_kernels_are_gemms_plus_eight():
     assert kinds.count("stitch") == 3
 
 
+@pytest.mark.fast
 def test_broadcasts_are_never_materialised():
     wl = W.workloads()["W1"]
     prog = to_ir(wl.fn, wl.dynamic_axes, *wl.make_args(2, 3, np.random.default_rng(0)))
     assert not any(k.root.name == "broadcast_in_dim" for k in prog.kernels)
 
 
+@pytest.mark.fast
 def test_expensive_values_are_not_recomputed_per_broadcast_element():
     # exp(x) of shape [B] is broadcast to [B, 64]: it must be computed once, not 64 times
     def f(x, y):
@@ -69,11 +75,13 @@ def test_expensive_values_are_not_recomputed_per_broadcast_element():
     assert body.index("expf(") < body.index("for (int64_t c = 0")
 
 
+@pytest.mark.fast
 def test_column_reduction_fuses_its_input():
     prog = to_ir(lambda x: jnp.tanh(x).sum(axis=0), ({0: "N"},), np.ones((5, 8), np.float32))
     assert kernel_kinds(prog) == ["reduce"]
 
 
+@pytest.mark.fast
 def test_generated_stitch_kernel_is_vectorisable_shape():
     wl = W.workloads()["W2"]
     src = generate(to_ir(wl.fn, wl.dynamic_axes,

@@ -14,6 +14,8 @@ from jdisc.dynamic_passes.ir import Block, Op, Program, Value
 from jdisc.dynamic_passes.memory_plan import alias_roots, buffer_bytes, plan_memory
 from jdisc.api import lower_to_ir
 
+pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
+
 B, S = symbolic.var("B"), symbolic.var("S")
 
 

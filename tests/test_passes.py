@@ -11,6 +11,8 @@ from jdisc.errors import UnsupportedOpError
 from jdisc.api import lower_to_ir
 from jdisc.lowering.codegen import generate
 
+pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
+
 B, S, T = symbolic.var("B"), symbolic.var("S"), symbolic.var("T")
 
 

@@ -59,6 +59,7 @@ def test_bug2_plan_is_valid():
     np.testing.assert_allclose(np.asarray(f(x, d)), np.asarray(_bug2(x, d)), rtol=1e-6)
 
 
+@pytest.mark.fast
 def test_bug2_merge_that_reorders_a_dependency_is_caught():
     prog = _bug2_prog()
     divides = [i for i, k in enumerate(prog.kernels) if k.root.name == "divide"]
@@ -85,12 +86,14 @@ def _chain_prog():
     return to_ir(_chain, ({0: "n", 1: "m"},), np.ones((3, 4), np.float32))
 
 
+@pytest.mark.fast
 def test_real_plans_are_accepted():
     for prog in (_chain_prog(), _bug2_prog()):
         assert check_schedule(prog) == [] and check_memory(prog) == []
         assert check_index_maps(prog) == []
 
 
+@pytest.mark.fast
 def test_swapped_kernels_are_caught():
     prog = _chain_prog()
     assert len(prog.kernels) >= 2
@@ -99,6 +102,7 @@ def test_swapped_kernels_are_caught():
     _raises(prog, "before", "writes it", "not a valid schedule")
 
 
+@pytest.mark.fast
 def test_value_computed_but_never_written_is_caught():
     prog = _chain_prog()
     k = prog.kernels[0]
@@ -106,12 +110,14 @@ def test_value_computed_but_never_written_is_caught():
     _raises(prog, "computes it but never writes it")
 
 
+@pytest.mark.fast
 def test_unwritten_program_output_is_caught():
     prog = _chain_prog()
     prog.kernels.pop()
     _raises(prog, "program output 0", "never written")
 
 
+@pytest.mark.fast
 def test_undeclared_input_is_caught():
     prog = _chain_prog()
     k = prog.kernels[-1]
@@ -119,6 +125,7 @@ def test_undeclared_input_is_caught():
     _raises(prog, "neither computes nor takes as an input")
 
 
+@pytest.mark.fast
 def test_two_writers_are_caught():
     prog = _chain_prog()
     k = prog.kernels[0]
@@ -145,12 +152,14 @@ def _with_memory(prog, **changes):
     return prog
 
 
+@pytest.mark.fast
 def test_slot_shared_by_live_buffers_is_caught():
     prog = _two_live_prog()
     one_slot = {vid: 0 for vid in prog.memory.assignment}
     _raises(_with_memory(prog, assignment=one_slot), "slot 0", "shared by", "both live")
 
 
+@pytest.mark.fast
 def test_buffer_larger_than_its_slot_is_caught():
     prog = _two_live_prog()
     slots = list(prog.memory.slots)
@@ -158,6 +167,7 @@ def test_buffer_larger_than_its_slot_is_caught():
     _raises(_with_memory(prog, slots=tuple(slots)), "not provably enough")
 
 
+@pytest.mark.fast
 def test_overlapping_slots_are_caught():
     prog = _two_live_prog()
     slots = list(prog.memory.slots)
@@ -165,6 +175,7 @@ def test_overlapping_slots_are_caught():
     _raises(_with_memory(prog, slots=tuple(slots)), "slot 1", "may overlap")
 
 
+@pytest.mark.fast
 def test_buffer_without_a_slot_is_caught():
     prog = _two_live_prog()
     assignment = dict(prog.memory.assignment)
@@ -178,6 +189,7 @@ def _op(prog, name):
     return next(op for k in prog.kernels for op in k.ops if op.name == name)
 
 
+@pytest.mark.fast
 def test_out_of_bounds_slice_is_caught():
     prog = to_ir(lambda x: jax.lax.slice(x, (1,), (x.shape[0],)) * 2, ({0: "n"},),
                  np.ones(5, np.float32))
@@ -187,6 +199,7 @@ def test_out_of_bounds_slice_is_caught():
     _raises(prog, "stablehlo.slice", "the last index read", "unproven")
 
 
+@pytest.mark.fast
 def test_slice_past_a_static_dim_is_disproven():
     prog = to_ir(lambda x: jax.lax.slice(x, (0, 1), (2, 3)) * 2, None,
                  np.ones((2, 4), np.float32))
@@ -197,6 +210,7 @@ def test_slice_past_a_static_dim_is_disproven():
     _raises(prog, "stablehlo.slice", "axis 1", "disproven")
 
 
+@pytest.mark.fast
 def test_dynamic_slice_larger_than_its_operand_is_caught():
     prog = to_ir(lambda x, i: jax.lax.dynamic_slice(x, (i,), (2,)) + 1, ({0: "n"}, None),
                  np.ones(5, np.float32), np.int32(1), constraints=("n >= 2",))
@@ -206,6 +220,7 @@ def test_dynamic_slice_larger_than_its_operand_is_caught():
     _raises(prog, "stablehlo.dynamic_slice", "slice size", "3 <= n")
 
 
+@pytest.mark.fast
 def test_broadcast_without_its_check_is_caught():
     # an operand dim broadcast to a bigger result dim must be 1 (or checked to be 1 or equal)
     prog = to_ir(lambda x, y: x[None, :] + y[:, None], ({0: "n"}, {0: "m"}),
@@ -218,6 +233,7 @@ def test_broadcast_without_its_check_is_caught():
     _raises(prog, "stablehlo.broadcast_in_dim", "unproven")
 
 
+@pytest.mark.fast
 def test_transpose_of_the_wrong_shape_is_caught():
     prog = to_ir(lambda x: x.T * 2, ({0: "n"},), np.ones((3, 4), np.float32))
     check_plan(prog)
@@ -234,6 +250,7 @@ def _loop(x):
     return jax.lax.fori_loop(0, 3, body, x)
 
 
+@pytest.mark.fast
 def test_region_programs_are_checked():
     prog = to_ir(_loop, ({0: "n"},), np.ones(4, np.float32))
     check_plan(prog, recursive=True)
@@ -245,6 +262,7 @@ def test_region_programs_are_checked():
     check_plan(prog)      # the top level alone is fine
 
 
+@pytest.mark.fast
 def test_pipeline_runs_the_checker_when_asked(monkeypatch):
     at = [p.__name__ for p in pipeline.PASSES].index("plan_memory")
     original = pipeline.PASSES[at]
@@ -271,6 +289,7 @@ def test_pipeline_runs_the_checker_when_asked(monkeypatch):
         pipeline.PASSES[at] = original
 
 
+@pytest.mark.fast
 def test_checker_is_fast_on_a_long_program():
     def long_chain(x):
         for i in range(300):
@@ -283,6 +302,7 @@ def test_checker_is_fast_on_a_long_program():
     assert time.perf_counter() - t0 < 5.0
 
 
+@pytest.mark.fast
 def test_division_facts_are_proven():
     from jdisc.dynamic_passes import symbolic
     from jdisc.dynamic_passes.constraints import ShapeConstraints
@@ -342,6 +362,7 @@ func.func @main(%x: tensor<?x?x?x?xf32>, %k: tensor<?x?x?x?xf32>) -> tensor<?x?x
 
 
 @pytest.mark.parametrize("name", sorted(SHAPE_RULE_PROGRAMS))
+@pytest.mark.fast
 def test_shape_rules_check_what_their_kernels_read(name, monkeypatch):
     from jdisc import driver
     monkeypatch.setenv("JDISC_CHECK_PLAN", "1")

@@ -22,6 +22,8 @@ from jdisc.dynamic_passes.symbolic import (
     prove_gt, prove_le, prove_lt, substitute, var, variables,
 )
 
+pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
+
 VARS = ("A", "B", "C")
 B, S = var("B"), var("S")
 
