@@ -208,6 +208,9 @@ def test_every_environment_variable_jdisc_reads_is_documented():
         read |= set(re.findall(r"environ(?:\.get)?\(?\[?\"([A-Z][A-Z0-9_]+)\"", text))
         read |= {v for group in re.findall(r"for var in \(([^)]*)\)", text)
                  for v in re.findall(r"\"([A-Z][A-Z0-9_]+)\"", group)}
+    for pattern in ("*.h", "*.c"):     # the fixed C (lowering/c_runtime, the eager extension)
+        for path in root.rglob(pattern):
+            read |= set(re.findall(r"getenv\(\"([A-Z][A-Z0-9_]+)\"\)", path.read_text()))
     assert {"JDISC_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"} <= read
     readme = (root.parent / "README.md").read_text()
     table = readme[readme.index("### Configuration"):]

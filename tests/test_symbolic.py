@@ -16,7 +16,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from jdisc.dynamic_passes.relaxed import nonneg_relaxed
-from jdisc.dynamic_passes.dim_text import C_PRELUDE, parse, to_c
+from jdisc.dynamic_passes.dim_text import parse, to_c
+from jdisc.lowering.c_runtime import source
+
+C_DIMS = source("jd_dims.h")
 from jdisc.dynamic_passes.symbolic import (
     Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod, prove_eq, prove_ge,
     prove_gt, prove_le, prove_lt, substitute, var, variables,
@@ -360,7 +363,7 @@ def test_to_c_text():
     assert to_c(3 - S) == "(-S + 3)"
     assert to_c(floordiv(B, 2), name=lambda v: f"d_{v}") == "jd_floordiv(d_B, 2)"
     assert to_c(dmax(B + 1, S) * B) == "(B * jd_max(B + 1, S))"
-    assert "jd_floordiv(" in C_PRELUDE and "jd_mod(" in C_PRELUDE and "jd_min(" in C_PRELUDE
+    assert "jd_floordiv(" in C_DIMS and "jd_mod(" in C_DIMS and "jd_min(" in C_DIMS
 
 
 def test_building_is_fast():
@@ -401,7 +404,7 @@ def test_to_c_matches_evaluate(tmp_path):
             expected.append(want)
     source = tmp_path / "dims.c"
     source.write_text(
-        C_PRELUDE + "#include <stdio.h>\nint main(void) {\n  int64_t d_A, d_B, d_C;\n"
+        C_DIMS + "#include <stdio.h>\nint main(void) {\n  int64_t d_A, d_B, d_C;\n"
         + "\n".join(lines) + "\n  return 0;\n}\n")
     exe = tmp_path / "dims"
     build = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", str(exe),

@@ -1,6 +1,6 @@
 """Dimension expressions as text: `parse` reads the form `str` prints (``2*B + 4``,
 ``floordiv(B, 2)``, ``B^2 - S``); `to_c` writes a C99 expression, whose floor operations are
-the helpers of `C_PRELUDE`."""
+the helpers of lowering/c_runtime/jd_dims.h."""
 
 from __future__ import annotations
 
@@ -11,23 +11,6 @@ from jdisc.dynamic_passes.symbolic import (
     _BUILDERS, Atom, Dim, Expr, _add, _dim, _join_terms, _mul, _pow, _single_atom, floordiv, mod,
     var)
 
-C_PRELUDE = """\
-/* jdisc symbolic-dimension helpers: floor division and modulo with Python semantics. */
-#ifndef JD_SYMBOLIC_PRELUDE
-#define JD_SYMBOLIC_PRELUDE
-#include <stdint.h>
-static inline int64_t jd_floordiv(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-static inline int64_t jd_mod(int64_t a, int64_t b) {
-    int64_t r = a % b;
-    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
-}
-static inline int64_t jd_max(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t jd_min(int64_t a, int64_t b) { return a < b ? a : b; }
-#endif
-"""
 
 
 def parse(text: str) -> Dim:
@@ -115,7 +98,7 @@ class _Parser:
 
 def to_c(d, name: Callable[[str], str] = lambda v: v) -> str:
     """A C99 int64_t expression for d; variables render as name(v), floor ops as jd_* calls
-    (defined in C_PRELUDE). Anything but a lone variable or call comes parenthesised."""
+    (lowering/c_runtime/jd_dims.h). Anything but a lone variable or call comes parenthesised."""
     d = _dim(d)
     if isinstance(d, int):
         return f"((int64_t){_c_int(d)})"

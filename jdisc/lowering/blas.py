@@ -17,6 +17,7 @@ from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import cast
 from jdisc.lowering.loops import KernelContext
+from jdisc.lowering import c_runtime
 
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
 
@@ -116,15 +117,7 @@ BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
 # training step at N = 1..77). jdisc gives OpenBLAS one thread below 2^24 (a few ms of work
 # single-threaded) and all of them above. The setting is process-wide: a race with another
 # caller changes speed, never results.
-THREADS_HELPER = """\
-static int jd_blas_nt = -1, jd_blas_max = 1;
-void jd_set_blas_threads(int n) { jd_blas_max = n > 0 ? n : 1; }
-static inline void jd_blas_threads(double work) {
-  const int free_now = __atomic_load_n(&jd_num_threads, __ATOMIC_RELAXED);
-  const int want = work < 16777216.0 ? 1 : jd_blas_max < free_now ? jd_blas_max : free_now;
-  if (want != jd_blas_nt) { scipy_openblas_set_num_threads(want); jd_blas_nt = want; }
-}
-"""
+THREADS_HELPER = c_runtime.source("jd_blas_threads.h")
 
 
 def emit_trsm(ctx: KernelContext) -> None:

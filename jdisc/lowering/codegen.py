@@ -14,7 +14,7 @@ import numpy as np
 
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program
-from jdisc.dynamic_passes.dim_text import C_PRELUDE, to_c
+from jdisc.dynamic_passes.dim_text import to_c
 from jdisc.dynamic_passes.symbolic import Dim
 from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reductions, rng,
                             scatter, sort, stitch)
@@ -27,6 +27,7 @@ from jdisc.lowering.loops import KernelContext
 from jdisc.lowering.names import c_comment, dim_ident
 from jdisc.lowering.scalar_ops import c_prelude
 from jdisc.version import __version__
+from jdisc.lowering import c_runtime
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _generate(prog: Program) -> CProgram:
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
     head()
-    source = (head.text() + C_PRELUDE + "\n" + c_prelude() + "\n"
+    source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude() + "\n"
               + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
               + launcher.ARENA + "\n"
               + text + ffi.ffi_handler(prog))
@@ -188,11 +189,7 @@ def _unguarded_window(op) -> bool:
         d == 1 for d in a["window_dilations"]) and all(p == 0 for p in a["padding"])
 
 
-KEEP_BRANCHES_MACRO = """#if defined(__GNUC__) && !defined(__clang__)
-#define JD_KEEP_BRANCHES __attribute__((optimize("no-tree-loop-if-convert")))
-#else
-#define JD_KEEP_BRANCHES
-#endif"""
+KEEP_BRANCHES_MACRO = c_runtime.source("jd_keep_branches.h")
 
 
 # kernels whose code is not a function of its own: aliases, and control flow (inline)

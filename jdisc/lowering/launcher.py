@@ -26,115 +26,13 @@ from jdisc.errors import ShapeError, UnsupportedOpError
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter, c_string
 from jdisc.lowering.names import c_comment
+from jdisc.lowering import c_runtime
 
-ERROR_HELPER = """\
-/* StableHLO integer divide / remainder on the host (truncating; XLA's x/0 == -1, x%0 == x) */
-static inline int64_t jd_tdiv(int64_t a, int64_t b) {
-  return b == 0 ? -1 : (a == INT64_MIN && b == -1) ? a : a / b;
-}
-static inline int64_t jd_trem(int64_t a, int64_t b) {
-  return b == 0 ? a : b == -1 ? 0 : a % b;
-}
-/* memcpy of whole buffers: an empty buffer may have a NULL address (XLA, numpy) */
-static inline void jd_copy(void *dst, const void *src, size_t n) {
-  if (n) memcpy(dst, src, n);
-}
-static int jd_error(char *err, int64_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && n > 0) vsnprintf(err, (size_t)n, fmt, ap);
-  va_end(ap);
-  return 1;
-}
-"""
+ERROR_HELPER = c_runtime.source("jd_errors.h")
 
-THREADS = """\
-/* Threads for parallel kernels and GEMMs: at most jd_max_threads (set once by the runtime:
-   JDISC_NUM_THREADS / OMP_NUM_THREADS, else the affinity mask capped by the cgroup quota), and
-   no more than the CPUs that other runnable tasks leave free. A parallel region ends when its
-   last thread does, so a thread that waits a scheduler tick behind a busy neighbour makes every
-   kernel wait for it: on a loaded machine kernels run on fewer threads (down to the caller
-   alone). The runnable count is /proc/loadavg's, re-read at most every 20 ms (jd_adapt_threads,
-   called at the start of every jd_run); JDISC_NUM_THREADS set by the user pins the count. */
-#include <fcntl.h>
-#include <time.h>
-#include <unistd.h>
-static int jd_max_threads = 1, jd_num_threads = 1, jd_threads_pinned = 0;
-static int64_t jd_threads_checked_ns = -1000000000LL;
-void jd_set_num_threads(int n, int pinned) {
-  jd_max_threads = jd_num_threads = n > 0 ? n : 1;
-  jd_threads_pinned = pinned;
-}
-static int jd_runnable_others(void) {    /* runnable tasks besides the caller, or -1 */
-  char buf[128];
-  const int fd = open("/proc/loadavg", O_RDONLY);
-  if (fd < 0) return -1;
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  const char *p = buf;
-  for (int field = 0; field < 3; field++) {      /* "0.52 0.58 0.59 3/312 4567" */
-    while (*p && *p != ' ') p++;
-    while (*p == ' ') p++;
-  }
-  int running = 0;
-  while (*p >= '0' && *p <= '9') running = running * 10 + (*p++ - '0');
-  return *p == '/' && running > 0 ? running - 1 : -1;
-}
-static void jd_adapt_threads(void) {
-  if (jd_max_threads <= 1 || jd_threads_pinned) return;
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-  const int64_t now = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-  if (now - __atomic_load_n(&jd_threads_checked_ns, __ATOMIC_RELAXED) < 20000000LL) return;
-  __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
-  const int others = jd_runnable_others();
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = jd_max_threads;
-  if (others >= 0 && online > 0 && online - others < n) n = (int)(online - others);
-  __atomic_store_n(&jd_num_threads, n < 1 ? 1 : n, __ATOMIC_RELAXED);
-}
-int jd_current_threads(void) { jd_adapt_threads(); return jd_num_threads; }   /* for tests */
-"""
+THREADS = c_runtime.source("jd_threads.h")
 
-ARENA = """\
-/* The per-call arena. One cached block is reused by whichever call takes it first (fresh
-   pages would cost a page fault per 4 KiB on every call); a concurrent call gets its own. */
-static char *jd_arena_cache = NULL;
-static size_t jd_arena_cache_bytes = 0;
-static int jd_arena_busy = 0;
-static char *jd_arena_get(size_t n, int *cached) {
-  char *p = NULL;
-  *cached = 0;
-  if (!__atomic_exchange_n(&jd_arena_busy, 1, __ATOMIC_ACQUIRE)) {
-    if (jd_arena_cache_bytes < n) {
-      free(jd_arena_cache);
-      jd_arena_cache = NULL;
-      jd_arena_cache_bytes = 0;
-      if (posix_memalign((void **)&jd_arena_cache, 64, n) == 0) jd_arena_cache_bytes = n;
-      else jd_arena_cache = NULL;
-    }
-    if (jd_arena_cache) { *cached = 1; return jd_arena_cache; }
-    __atomic_store_n(&jd_arena_busy, 0, __ATOMIC_RELEASE);
-    return NULL;
-  }
-  return posix_memalign((void **)&p, 64, n) == 0 ? p : NULL;
-}
-static void jd_arena_put(char *p, int cached) {
-  if (cached) __atomic_store_n(&jd_arena_busy, 0, __ATOMIC_RELEASE);
-  else free(p);
-}
-/* gives the cached block back to the system */
-void jd_release_memory(void) {
-  if (!__atomic_exchange_n(&jd_arena_busy, 1, __ATOMIC_ACQUIRE)) {
-    free(jd_arena_cache);
-    jd_arena_cache = NULL;
-    jd_arena_cache_bytes = 0;
-    __atomic_store_n(&jd_arena_busy, 0, __ATOMIC_RELEASE);
-  }
-}
-"""
+ARENA = c_runtime.source("jd_arena.h")
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 

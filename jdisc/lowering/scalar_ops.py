@@ -25,6 +25,7 @@ from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import (HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow,
                                    widen)
 from jdisc.lowering.cmath import C_MATH, VECTOR_FUNCTIONS
+from jdisc.lowering import c_runtime
 
 Render = Callable[[list[str], list[str], str, Op], str]
 
@@ -287,48 +288,7 @@ def arith(sym: str, a: str, b: str, dtype: str) -> str:
 
 # f16 and bf16 <-> f32, bit exact: round to nearest even, overflow to inf, f16 subnormals
 # exact both ways. Branch-free (ternaries only) so loops over them vectorise.
-HALF_C = r"""
-typedef uint16_t jd_f16;
-typedef uint16_t jd_bf16;
-static inline uint64_t jd_f64_bits(double f) { uint64_t u; memcpy(&u, &f, sizeof u); return u; }
-static inline double jd_f64_from_bits(uint64_t u) { double f; memcpy(&f, &u, sizeof f); return f; }
-static inline float jd_bf16_to_f32(jd_bf16 h) { return jd_f32_from_bits((uint32_t)h << 16); }
-static inline jd_bf16 jd_f32_to_bf16(float f) {
-    const uint32_t u = jd_f32_bits(f);
-    /* NaN: quiet, sign kept, payload dropped (XLA:CPU and ml_dtypes do the same) */
-    return (u & 0x7fffffffu) > 0x7f800000u ? (jd_bf16)(((u >> 16) & 0x8000u) | 0x7fc0u)
-                                          : (jd_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static inline float jd_f16_to_f32(jd_f16 h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-    const uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
-    /* inf, or NaN made quiet with its payload (as x86's vcvtph2ps, which XLA:CPU uses) */
-    const uint32_t special = 0x7f800000u | ((em & 0x3ffu) << 13) | ((em & 0x3ffu) ? 0x400000u : 0u);
-    const uint32_t subnormal = jd_f32_bits((float)em * 0x1p-24f);    /* exact */
-    /* blended with masks, not selected: GCC then keeps the float multiply unconditional and
-       vectorises the loop (it will not if-convert a branch holding it) */
-    const uint32_t is_sub = -(uint32_t)(em < 0x0400u), is_special = -(uint32_t)(em >= 0x7c00u);
-    return jd_f32_from_bits(sign | (subnormal & is_sub) | (special & is_special)
-                            | (normal & ~(is_sub | is_special)));
-}
-static inline jd_f16 jd_f32_to_f16(float f) {
-    const uint32_t u = jd_f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
-    /* NaN: quiet, sign and the payload's top 10 bits kept (as XLA:CPU on x86) */
-    const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
-    /* normal: rebias, then round the 13 dropped bits to nearest even */
-    const uint32_t normal = (a - ((uint32_t)(127 - 15) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
-    /* below 2^-14: adding 0.5 leaves 2^-24 units in the low bits, rounded by the FPU (even) */
-    const uint32_t small = jd_f32_bits(jd_f32_from_bits(a < 0x38800000u ? a : 0u) + 0.5f)
-                           - 0x3f000000u;
-    const uint32_t mag = a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00u   /* >= 65520: inf */
-                       : a >= 0x38800000u ? normal : small;
-    return (jd_f16)(sign | mag);
-}
-static inline jd_f16 jd_f64_to_f16(double x) {
-    return x != x ? (jd_f16)(signbit(x) ? 0xfe00u : 0x7e00u) : jd_f32_to_f16((float)x);
-}
-static inline jd_bf16 jd_f64_to_bf16(double x) { return jd_f32_to_bf16((float)x); }
-"""
+HALF_C = c_runtime.source("jd_half.h")
 
 
 def _half_prelude() -> list[str]:

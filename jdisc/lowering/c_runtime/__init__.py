@@ -1,0 +1,30 @@
+"""jdisc's fixed C: the helpers a generated program is built with, one header per concern.
+
+    jd_dims.h           floor division, modulo, min and max of dimension expressions
+    jd_errors.h         the error message a failed check or kernel leaves for the caller
+    jd_threads.h        how many threads kernels use (affinity, cgroup quota, busy neighbours)
+    jd_blas_threads.h   the BLAS's thread count, set from jd_threads.h's
+    jd_arena.h          the per-call arena of intermediate buffers
+    jd_half.h           f16 / bf16 conversions
+    jd_math.h           vectorisable f32 exp, expm1, log, tanh, logistic
+    jd_rng.h            Philox and ThreeFry counter-based random bits
+    jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
+
+A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
+packages ship it, and the cache key is its hash. tests/test_c_runtime.py compiles each header.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The text of one header of this folder."""
+    return resources.files(__name__).joinpath(name).read_text()
+
+
+HEADERS = ("jd_dims.h", "jd_errors.h", "jd_threads.h", "jd_blas_threads.h", "jd_arena.h",
+           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_keep_branches.h")
