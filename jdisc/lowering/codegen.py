@@ -124,10 +124,11 @@ def _generate(prog: Program) -> CProgram:
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
     head()
-    source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude() + "\n"
-              + launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
-              + launcher.ARENA + "\n"
-              + text + ffi.ffi_handler(prog))
+    fixed = (launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
+             + launcher.ARENA + "\n")
+    rest = fixed + text + ffi.ffi_handler(prog)
+    source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude(rest) + "\n"
+              + rest)
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,

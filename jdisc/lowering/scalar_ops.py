@@ -17,6 +17,8 @@ bits kept).
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Callable
 
 from jdisc.dynamic_passes.ir import Op, is_float, is_unsigned
@@ -325,8 +327,36 @@ def _int_bit_prelude(t: str, bits: int) -> list[str]:
     ]
 
 
-def c_prelude() -> str:
-    """Helpers the rendered expressions call, defined once per generated file."""
+def c_prelude(uses: str) -> str:
+    """The helpers the rendered expressions call, defined once per generated file: those whose
+    names `uses` (the rest of the program's C) mentions, and those they call in turn."""
+    return "".join(chunk + "\n" for chunk in needed_helpers(_helper_chunks(), uses))
+
+
+# what a chunk defines: its functions and its types
+_DEFINES = re.compile(r"^(?:static inline [\w\s*]*?\b|typedef [\w\s*]+?\b)(jd_\w+)[(;]", re.M)
+_MENTIONS = re.compile(r"\bjd_\w+")
+
+
+def needed_helpers(chunks: list[str], uses: str) -> list[str]:
+    """The chunks (C definitions of `jd_*` helpers) that `uses` needs, transitively, in their
+    order. Linear in the size of the chunks and of `uses`."""
+    defined_by = {name: i for i, chunk in enumerate(chunks) for name in _DEFINES.findall(chunk)}
+    keep: set[int] = set()
+    todo = [defined_by[n] for n in set(_MENTIONS.findall(uses)) if n in defined_by]
+    while todo:
+        i = todo.pop()
+        if i in keep:
+            continue
+        keep.add(i)
+        todo += [defined_by[n] for n in set(_MENTIONS.findall(chunks[i])) if n in defined_by]
+    return [c for i, c in enumerate(chunks) if i in keep]
+
+
+@functools.cache
+def _helper_chunks() -> list[str]:
+    """Every helper definition, one chunk each (a header or group that defines several
+    together is one chunk), in an order where each comes after what it calls."""
     lines = [HALF_C, _BLEND_C, _REDUCE_PRECISION] + _half_prelude() + [
         "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
         "return b < 0 ? b ^ 0x7fffffff : b; }",
@@ -378,4 +408,4 @@ def c_prelude() -> str:
                 f"if (x <= ({fct}){lo}.0) return ({ct})({lo_c}); "
                 f"if (x >= ({fct}){hi}.0) return ({ct}){hi}ULL; "
                 f"return ({ct})x; }}")
-    return C_MATH + "\n" + "\n".join(lines) + "\n"
+    return [C_MATH.rstrip("\n")] + lines
