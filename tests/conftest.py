@@ -78,6 +78,12 @@ def rng():
     return np.random.default_rng(1234)
 
 
+def to_ir(fn, dynamic_axes, *args, constraints=()):
+    """The IR jdisc.jit(fn) compiles for these arguments, after every pass (no C compiler)."""
+    from jdisc.api import lower_to_ir
+    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
+
+
 def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=()):
     """`differential` at each size n of `sizes` (arguments `make_args(n)`); returns the jdisc
     function and the last arguments."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from test_passes import to_ir
+from conftest import to_ir
 
 BF16 = ml_dtypes.bfloat16
 # (from, to, the operand's trailing dims beyond the dynamic one)

@@ -12,15 +12,11 @@ from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
-from jdisc.api import lower_to_ir
+from conftest import to_ir
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
 
 B, S, X, seq = symbolic.var("B"), symbolic.var("S"), symbolic.var("X"), symbolic.var("seq")
-
-
-def to_ir(fn, dynamic_axes, *args, constraints=()):
-    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
 # ---- from real programs -----------------------------------------------------------------------

@@ -8,8 +8,7 @@ import pytest
 import jdisc
 from jdisc.bench import workloads as W
 from jdisc.lowering.codegen import generate
-from conftest import assert_close
-from test_passes import to_ir
+from conftest import assert_close, to_ir
 
 
 def kernel_kinds(prog):

@@ -12,15 +12,11 @@ from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Op, Program, Value
 from jdisc.dynamic_passes.memory_plan import alias_roots, buffer_bytes, plan_memory
-from jdisc.api import lower_to_ir
+from conftest import to_ir
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
 
 B, S = symbolic.var("B"), symbolic.var("S")
-
-
-def to_ir(fn, dynamic_axes, *args, constraints=()):
-    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
 # ---- programs through the real pipeline --------------------------------------------------------

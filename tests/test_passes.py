@@ -8,16 +8,12 @@ from jdisc.bench import workloads as W
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import walk
 from jdisc.errors import UnsupportedOpError
-from jdisc.api import lower_to_ir
 from jdisc.lowering.codegen import generate
+from conftest import to_ir
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
 
 B, S, T = symbolic.var("B"), symbolic.var("S"), symbolic.var("T")
-
-
-def to_ir(fn, dynamic_axes, *args, constraints=()):
-    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
 def test_bert_output_shape_and_no_dynamic_ops_left():

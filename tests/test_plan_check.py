@@ -11,16 +11,12 @@ import numpy as np
 import pytest
 
 import jdisc
-from jdisc.api import lower_to_ir
 from jdisc.dynamic_passes import fusion, pipeline
 from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.plan_check import (check_index_maps, check_memory, check_plan,
                                              check_schedule)
 from jdisc.errors import CompileError
-
-
-def to_ir(fn, dynamic_axes, *args, constraints=()):
-    return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
+from conftest import to_ir
 
 
 def _raises(prog, *words, recursive=False):

@@ -11,8 +11,7 @@ from jax._src import xla_bridge
 from jax._src.lib import xla_client
 
 import jdisc
-from conftest import check_against_jax
-from test_passes import to_ir
+from conftest import check_against_jax, to_ir
 
 A = jax.lax.RandomAlgorithm
 ALGORITHMS = [A.RNG_DEFAULT, A.RNG_PHILOX, A.RNG_THREE_FRY]

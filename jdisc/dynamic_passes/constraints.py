@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.relaxed import nonneg_relaxed
-from jdisc.dynamic_passes.shape_prop import HostValue, Pred
+from jdisc.dynamic_passes.host_values import HostValue, Pred
 from jdisc.dynamic_passes.symbolic import Dim, Expr
 
 _INF = math.inf

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 
 from jdisc.dynamic_passes import symbolic
+from jdisc.dynamic_passes.fusion import is_duplicable
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype, walk
 from jdisc.dynamic_passes.ops import CONTROL_OPS
 from jdisc.dynamic_passes.symbolic import Dim
@@ -153,7 +154,6 @@ def _free_values(block: Block) -> list[Value]:
 
 def _clonable(v: Value) -> bool:
     """Produced by an op that costs nothing to recompute: cloned into the region."""
-    from jdisc.dynamic_passes.fusion import is_duplicable
     p = v.producer
     return p is not None and is_duplicable(p) and all(
         _clonable(x) for x in p.operands)
@@ -174,7 +174,6 @@ def _localize(v: Value, env: dict[int, Value], cloned: list[Op]) -> Value:
 
 def _materialized(v: Value, ops: list[Op]) -> Value:
     """v itself when it lives in a buffer; else a copy that does (control ops read memory)."""
-    from jdisc.dynamic_passes.fusion import is_duplicable
     if v.producer is None or not is_duplicable(v.producer):
         return v
     copy = Value(v.dtype, v.shape, sym=v.sym)

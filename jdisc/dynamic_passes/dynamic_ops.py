@@ -17,7 +17,7 @@ import re
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Check, Op, Program, Value, walk
 from jdisc.dynamic_passes.ops import CONTROL_OPS
-from jdisc.dynamic_passes.shape_prop import HostValue, Pred, bind_host_value
+from jdisc.dynamic_passes.host_values import HostValue, Pred, bind_host_value
 from jdisc.errors import ShapeError
 
 # jax.export asserts `var >= 1` for every dimension variable; jdisc supports size 0 too (every

@@ -16,7 +16,7 @@ from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import chlo, stablehlo
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value
+from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype
 from jdisc.dynamic_passes.ops import CONTROL_OPS, SCALAR_REGION_OPS
 from jdisc.dynamic_passes.supported import dtype_problem
 from jdisc.errors import (ArgumentError, JdiscError, UnsupportedOpError, compile_stage,
@@ -187,7 +187,6 @@ def _dense_bf16(a: ir.Attribute, shape: Sequence[int]) -> np.ndarray:
 
 def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray:
     """A dense elements attribute as a numpy array of the IR dtype."""
-    from jdisc.dynamic_passes.ir import numpy_dtype
     da = ir.DenseElementsAttr(a)
     np_dt = numpy_dtype(dtype)
     if da.is_splat:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.host_values import (  # noqa: F401 (HostValue: re-exported)
-    HostValue, Pred, bind_host_value)
+from jdisc.dynamic_passes.host_values import HostValue, Pred, bind_host_value
 from jdisc.dynamic_passes.ir import Check, Op, Program, Value, bit_width
 from jdisc.dynamic_passes.ops import ELEMENTWISE
 from jdisc.dynamic_passes.shape_contents import SymbolicContents, data_start_sizes
