@@ -143,7 +143,7 @@ def test_fallback_to_xla_warns_once_and_runs():
 
 
 # ---------------------------------------------------------------------------- shape-rule checks
-# Each program of test_plan_check.SHAPE_RULE_PROGRAMS, called with dims that agree (the right
+# Each program of shape_rule_programs.SHAPE_RULE_PROGRAMS, called with dims that agree (the right
 # answer) and with dims that disagree (a ShapeError naming what disagrees, before any kernel
 # reads out of bounds).
 
@@ -214,7 +214,7 @@ _SHAPE_RULE_CASES = {
 
 @pytest.mark.parametrize("name", sorted(_SHAPE_RULE_CASES))
 def test_shape_rule_checks_reject_disagreeing_dims(name):
-    from test_plan_check import SHAPE_RULE_PROGRAMS
+    from shape_rule_programs import SHAPE_RULE_PROGRAMS
     op, good, reference, bad = _SHAPE_RULE_CASES[name]
     f = jdisc.compile_stablehlo(SHAPE_RULE_PROGRAMS[name])
     for args, words in bad:

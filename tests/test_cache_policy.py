@@ -8,7 +8,7 @@ import fcntl
 import uuid
 
 from jdisc.custom_calls import cache_admin, compiler
-from test_compiler_cache import _call_add
+from cache_support import call_add, run_child
 
 
 def _source(tag: str) -> str:
@@ -23,7 +23,7 @@ def test_entries_of_another_jdisc_version_are_not_used(cache, counting_cc, monke
     other = compiler.build(src)
     assert other.key != mine.key and other.path != mine.path and not other.cache_hit
     assert counting_cc() == 2
-    assert _call_add(other, 2, 3) == 5
+    assert call_add(other, 2, 3) == 5
     monkeypatch.setattr(compiler, "__version__", mine_version)   # this version again
     monkeypatch.setattr(compiler, "_jdisc_fingerprint", None)
     assert compiler.build(src).key == mine.key and counting_cc() == 2
@@ -41,12 +41,11 @@ def test_damaged_entry_is_rebuilt_never_loaded(cache, counting_cc, tmp_path):
     marker.unlink()
     src_file = tmp_path / "k.c"
     src_file.write_text(_source("impostor"))
-    from test_compiler_cache import _run_child
-    _, _, so_path = _run_child(src_file)          # built in a child: not mapped here
+    _, _, so_path = run_child(src_file)          # built in a child: not mapped here
     with open(trap.path, "rb") as f, open(so_path, "wb") as g:
         g.write(f.read())
     lib = compiler.build(src_file.read_text())
-    assert not lib.cache_hit and _call_add(lib, 40, 2) == 42
+    assert not lib.cache_hit and call_add(lib, 40, 2) == 42
     assert not marker.exists()
     assert counting_cc() == 3
 

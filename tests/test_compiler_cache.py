@@ -6,65 +6,21 @@ Compiler runs are counted through a JDISC_CC wrapper script that logs each compi
 
 import ctypes
 import hashlib
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
+from cache_support import add_source, call_add, child, run_child
 from jdisc.custom_calls import compiler
 from jdisc.errors import CompileError
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _add_source(tag: str) -> str:
-    # A unique comment makes a new cache entry even if a stale cache dir were shared.
-    return f"/* {tag} {uuid.uuid4().hex} */\nint jd_add(int a, int b) {{ return a + b; }}\n"
-
-
-_CHILD = """
-import ctypes, sys
-from jdisc.custom_calls import compiler
-lib = compiler.build(open(sys.argv[1]).read())
-f = lib.handle.jd_add
-f.restype = ctypes.c_int
-f.argtypes = [ctypes.c_int, ctypes.c_int]
-print(f(40, 2), lib.cache_hit, lib.path)
-"""
-
-
-def _child(src_file: Path, env_extra=None) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    env.update(env_extra or {})
-    return subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(src_file)], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-
-
-def _run_child(src_file: Path) -> tuple[int, bool, str]:
-    proc = _child(src_file)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    value, hit, path = out.split()
-    return int(value), hit == "True", path
-
-
-def _call_add(lib: compiler.Library, a: int, b: int) -> int:
-    f = lib.handle.jd_add
-    f.restype = ctypes.c_int
-    f.argtypes = [ctypes.c_int, ctypes.c_int]
-    return f(a, b)
-
 
 def test_build_loads_and_calls(cache, tmp_path, monkeypatch):
-    src = _add_source("basic")
+    src = add_source("basic")
     lib = compiler.build(src)
-    assert _call_add(lib, 2, 3) == 5
+    assert call_add(lib, 2, 3) == 5
     assert not lib.cache_hit
     assert len(lib.key) == 64 and int(lib.key, 16) >= 0
     entry = cache / lib.key[:2] / lib.key
@@ -80,23 +36,23 @@ def test_build_loads_and_calls(cache, tmp_path, monkeypatch):
     monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "other"))
     other = compiler.build(src)
     assert not other.cache_hit and other.path != lib.path
-    assert _call_add(other, 1, 1) == 2
+    assert call_add(other, 1, 1) == 2
 
 
 def test_second_process_is_cache_hit(cache, counting_cc, tmp_path):
     src_file = tmp_path / "k.c"
-    src_file.write_text(_add_source("two-process"))
-    assert _run_child(src_file)[:2] == (42, False)
+    src_file.write_text(add_source("two-process"))
+    assert run_child(src_file)[:2] == (42, False)
     assert counting_cc() == 1
-    assert _run_child(src_file)[:2] == (42, True)
+    assert run_child(src_file)[:2] == (42, True)
     assert counting_cc() == 1
 
 
 @pytest.mark.parametrize("damage", ["truncate", "drop_digest", "flip_byte"])
 def test_corrupted_entry_is_rebuilt(cache, counting_cc, tmp_path, damage):
     src_file = tmp_path / "k.c"
-    src_file.write_text(_add_source("corrupt"))
-    _, _, so_path = _run_child(src_file)  # built in a child: this process never mapped it
+    src_file.write_text(add_source("corrupt"))
+    _, _, so_path = run_child(src_file)  # built in a child: this process never mapped it
     so = Path(so_path)
     data = so.read_bytes()
     if damage == "truncate":
@@ -109,12 +65,12 @@ def test_corrupted_entry_is_rebuilt(cache, counting_cc, tmp_path, damage):
     lib = compiler.build(src_file.read_text())
     assert not lib.cache_hit
     assert counting_cc() == 2
-    assert _call_add(lib, 20, 22) == 42
+    assert call_add(lib, 20, 22) == 42
     assert Path(so_path + ".sha256").read_text().strip() == hashlib.sha256(so.read_bytes()).hexdigest()
 
 
 def test_bad_c_raises_compile_error(cache):
-    src = _add_source("bad") + "int broken(void) { return undeclared_name_xyz; }\n"
+    src = add_source("bad") + "int broken(void) { return undeclared_name_xyz; }\n"
     with pytest.raises(CompileError) as info:
         compiler.build(src)
     msg = str(info.value)
@@ -131,15 +87,15 @@ def test_bad_c_raises_compile_error(cache):
 def test_missing_compiler_is_clear(cache, monkeypatch):
     monkeypatch.setenv("JDISC_CC", "/nonexistent/cc")
     with pytest.raises(CompileError, match="JDISC_CC") as info:
-        compiler.build(_add_source("nocc"))
+        compiler.build(add_source("nocc"))
     assert "/nonexistent/cc" in str(info.value)
 
 
 def test_two_processes_compile_once(cache, counting_cc, tmp_path):
     src_file = tmp_path / "k.c"
-    src_file.write_text(_add_source("race"))
+    src_file.write_text(add_source("race"))
     # The wrapper sleeps during the compile, so the second process arrives while it runs.
-    procs = [_child(src_file, {"JDISC_TEST_CC_SLEEP": "1"}) for _ in range(2)]
+    procs = [child(src_file, {"JDISC_TEST_CC_SLEEP": "1"}) for _ in range(2)]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=60)
@@ -151,7 +107,7 @@ def test_two_processes_compile_once(cache, counting_cc, tmp_path):
 
 
 def test_threads_compile_once(cache, counting_cc):
-    src = _add_source("threads")
+    src = add_source("threads")
     libs, errors = [], []
 
     def work():
