@@ -1,7 +1,7 @@
 """Exported model packages: compile a model once, ship one file, run it where its Python source
 is not.
 
-    pkg = jdisc.export(model, params, x, dynamic_axes=(None, {0: "batch"}), bake_params=(0,))
+    pkg = jdisc.export_package(model, params, x, dynamic_axes=(None, {0: "batch"}), bake_params=(0,))
     pkg.save("model.jdisc")
     ...                                   # another process, or another machine
     model = jdisc.load("model.jdisc")     # needs jdisc and numpy, not the model's code
@@ -265,10 +265,10 @@ def _library_bytes(executable: runtime.Executable) -> bytes:
 # Making packages
 
 
-def export(fun: Callable, *example_args: Any, dynamic_axes: Any = None,
+def export_package(fun: Callable, *example_args: Any, dynamic_axes: Any = None,
            constraints: Sequence[str] = (), bake_params: Sequence[int | str] = (),
            name: str | None = None) -> Package:
-    """Compile `fun` for symbolic shapes into a package (`jdisc.export`).
+    """Compile `fun` for symbolic shapes into a package (`jdisc.export_package`).
 
     `example_args`: one per positional argument, arrays or `jax.ShapeDtypeStruct`s (pytrees of
     them) with concrete example sizes; the axes named in `dynamic_axes` are symbolic either way

@@ -162,7 +162,7 @@ def test_run_exported_model_by_input_name(tmp_path):
     params = {"w": rng.standard_normal((5, 7)).astype(np.float32),
               "v": rng.standard_normal((7, 2)).astype(np.float32)}
     x = rng.standard_normal((6, 5)).astype(np.float32)
-    jdisc.export(mlp, params, x, dynamic_axes=(None, {0: "batch"}),
+    jdisc.export_package(mlp, params, x, dynamic_axes=(None, {0: "batch"}),
                  bake_params=("params",)).save(tmp_path / "mlp.jdisc")
     np.save(tmp_path / "x.npy", x)
     proc = run_jdisc("run", tmp_path / "mlp.jdisc", "--input", f"x={tmp_path / 'x.npy'}",

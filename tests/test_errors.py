@@ -148,7 +148,7 @@ def test_fallback_takes_complex_inputs():
 
 def test_package_export_of_unsupported_types():
     with pytest.raises(UnsupportedOpError, match="complex"):
-        jdisc.export(lambda x: x * (1 + 2j), X, dynamic_axes=N)
+        jdisc.export_package(lambda x: x * (1 + 2j), X, dynamic_axes=N)
 
 
 # ----------------------------------------------------------------------- internal errors
@@ -214,7 +214,7 @@ def test_internal_errors_in_later_stages(monkeypatch):
 
 def test_internal_error_in_package_export(monkeypatch):
     monkeypatch.setattr(driver, "generate", _boom)
-    _expect_internal(lambda: jdisc.export(_fn, X, dynamic_axes=N), "C generation")
+    _expect_internal(lambda: jdisc.export_package(_fn, X, dynamic_axes=N), "C generation")
 
 
 def test_internal_error_in_compile_stablehlo(monkeypatch):

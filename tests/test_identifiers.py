@@ -108,7 +108,7 @@ def test_package_round_trip_with_a_hostile_name(rng, tmp_path):
     f = lambda x: jnp.cumsum(jnp.sort(x, axis=0), axis=0)
     x = rng.standard_normal((5, 2)).astype(np.float32)
     path = str(tmp_path / "m.jdisc")
-    jdisc.export(f, x, dynamic_axes=({0: "len"},)).save(path)
+    jdisc.export_package(f, x, dynamic_axes=({0: "len"},)).save(path)
     pkg = jdisc.load(path)
     for n in (0, 1, 6):
         y = rng.standard_normal((n, 2)).astype(np.float32)

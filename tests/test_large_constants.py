@@ -107,7 +107,7 @@ def test_package_carries_its_data(tmp_path, cache):
     w2 = W * 2
     pkgs = []
     for i, w in enumerate((W, w2)):
-        pkg = jdisc.export(lambda x, w=w: x @ w, np.ones((2, 256), np.float32),
+        pkg = jdisc.export_package(lambda x, w=w: x @ w, np.ones((2, 256), np.float32),
                            dynamic_axes=({0: "b"},))
         path = tmp_path / f"m{i}.jdisc"
         pkg.save(str(path))

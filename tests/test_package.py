@@ -48,7 +48,7 @@ def saved(tmp_path_factory):
     """A package with baked params, saved once for the read-only tests."""
     params = _params()
     path = tmp_path_factory.mktemp("pkg") / "model.jdisc"
-    jdisc.export(model, params, *_inputs(3), dynamic_axes=AXES, bake_params=("params",)).save(path)
+    jdisc.export_package(model, params, *_inputs(3), dynamic_axes=AXES, bake_params=("params",)).save(path)
     return path, params
 
 
@@ -85,7 +85,7 @@ rng = np.random.default_rng(0)
 params = {"w": rng.standard_normal((8, 4)).astype(np.float32),
           "b": rng.standard_normal(4).astype(np.float32)}
 args = lambda n: (rng.standard_normal((n, 8)).astype(np.float32), np.ones(n, np.float32))
-pkg = jdisc.export(jdisc_test_model_7.encoder, params, *args(2),
+pkg = jdisc.export_package(jdisc_test_model_7.encoder, params, *args(2),
                    dynamic_axes=(None, {0: "n"}, {0: "n"}), bake_params=(0,))
 pkg.save(sys.argv[1])
 for n in (3, 11):
@@ -126,7 +126,7 @@ def test_export_from_specs_keeps_weights_as_arguments(tmp_path):
     spec = jax.ShapeDtypeStruct
     specs = ({"w": spec((8, 4), np.float32), "b": spec((4,), np.float32)},
              spec((2, 8), np.float32), spec((2,), np.float32))
-    pkg = jdisc.export(model, *specs, dynamic_axes=AXES, constraints=("n >= 1",))
+    pkg = jdisc.export_package(model, *specs, dynamic_axes=AXES, constraints=("n >= 1",))
     assert "params.npz" not in pkg.members
     pkg.save(tmp_path / "m.jdisc")
     loaded = jdisc.load(tmp_path / "m.jdisc")
@@ -140,7 +140,7 @@ def test_export_from_specs_keeps_weights_as_arguments(tmp_path):
 def test_tuple_outputs_and_unstorable_trees(tmp_path):
     def f(x):
         return (x + 1, [x * 2, None])
-    pkg = jdisc.export(f, np.ones(3, np.float32), dynamic_axes=({0: "n"},))
+    pkg = jdisc.export_package(f, np.ones(3, np.float32), dynamic_axes=({0: "n"},))
     out = pkg(np.arange(4, dtype=np.float32))
     assert isinstance(out, tuple) and isinstance(out[1], list) and out[1][1] is None
     np.testing.assert_array_equal(out[1][0], np.arange(4) * 2)
@@ -151,21 +151,20 @@ def test_tuple_outputs_and_unstorable_trees(tmp_path):
     assert package_file.encode_tree(jax.tree_util.tree_structure(point(1, 2))) is None
 
 
-def test_export_is_callable_after_submodule_imports():
+def test_export_stage_and_export_package_are_distinct_names():
+    # jdisc.export is the pipeline's first stage (a plain subpackage); the package builder has its
+    # own name, so importing a submodule of the stage cannot shadow it.
     code = textwrap.dedent("""
-        import jdisc.export.exporter, jdisc.export.specs, sys, numpy as np
+        import jdisc.export.exporter, jdisc.export.specs, sys, types, numpy as np
         import jdisc
-        import jdisc.export
-        assert sys.modules["jdisc.export"] is jdisc.export and callable(jdisc.export)
-        from jdisc.export import exporter  # a submodule import again sets jdisc.export
-        pkg = jdisc.export(lambda x: x * 2, np.ones(2, np.float32), dynamic_axes=({0: "n"},))
+        assert isinstance(jdisc.export, types.ModuleType) and not callable(jdisc.export)
+        from jdisc.export import exporter
+        pkg = jdisc.export_package(lambda x: x * 2, np.ones(2, np.float32), dynamic_axes=({0: "n"},))
         print(type(pkg).__name__, pkg(np.ones(5, np.float32)).shape)
     """)
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["Package", "(5,)"]
-    import jdisc.export.exporter  # noqa: F401  (and in this process, after everything)
-    assert callable(jdisc.export)
 
 
 def test_call_errors(saved):
@@ -189,16 +188,16 @@ def test_call_errors(saved):
 def test_export_errors():
     params, (x, m) = _params(), _inputs(3)
     with pytest.raises(ArgumentError, match="bake_params names 'weights'"):
-        jdisc.export(model, params, x, m, dynamic_axes=AXES, bake_params=("weights",))
+        jdisc.export_package(model, params, x, m, dynamic_axes=AXES, bake_params=("weights",))
     with pytest.raises(ArgumentError, match="has dynamic axes"):
-        jdisc.export(model, params, x, m, dynamic_axes=AXES, bake_params=(1,))
+        jdisc.export_package(model, params, x, m, dynamic_axes=AXES, bake_params=(1,))
     with pytest.raises(ArgumentError, match="ShapeDtypeStruct"):
-        jdisc.export(model, jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+        jdisc.export_package(model, jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
                                                    params), x, m,
                      dynamic_axes=AXES, bake_params=(0,))
     n = jax.export.symbolic_shape("n")[0]
     with pytest.raises(ArgumentError, match="symbolic dimensions"):
-        jdisc.export(model, params, jax.ShapeDtypeStruct((n, 8), np.float32), m,
+        jdisc.export_package(model, params, jax.ShapeDtypeStruct((n, 8), np.float32), m,
                      dynamic_axes=AXES)
 
 
@@ -208,7 +207,7 @@ def test_baked_bf16_round_trips(tmp_path):
 
     def f(w, x):
         return x @ w.astype(jnp.float32)
-    pkg = jdisc.export(f, w, np.ones((1, 2), np.float32), dynamic_axes=(None, {0: "n"}),
+    pkg = jdisc.export_package(f, w, np.ones((1, 2), np.float32), dynamic_axes=(None, {0: "n"}),
                        bake_params=(0,))
     pkg.save(tmp_path / "bf.jdisc")
     out = jdisc.load(tmp_path / "bf.jdisc")(np.ones((4, 2), np.float32))
