@@ -31,9 +31,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Union
 
+from jdisc.dynamic_passes import intervals
+from jdisc.dynamic_passes.intervals import Interval
+
 Dim = Union[int, "Expr"]
-Bound = Union[int, float]  # an int, or -math.inf / math.inf
-Interval = tuple[Bound, Bound]
 
 _INF = math.inf
 _NO_BOUNDS: Mapping[str, Interval] = MappingProxyType({})
@@ -481,7 +482,7 @@ def _mono_bounds(factors, var_bounds: Mapping[str, Interval], memo: dict) -> Int
     for atom, p in factors:
         if atom not in memo:    # shared atoms are bounded once per query
             memo[atom] = _atom_bounds(atom, var_bounds, memo)
-        m = _interval_mul(m, _interval_pow(memo[atom], p))
+        m = intervals.mul(m, intervals.pow(memo[atom], p))
     return m
 
 
@@ -514,58 +515,7 @@ def _atom_bounds(atom: Atom, var_bounds: Mapping[str, Interval], memo: dict) -> 
         return max(x[0], y[0]), max(x[1], y[1])
     if atom.op == "min":
         return min(x[0], y[0]), min(x[1], y[1])
-    # A divisor is a non-zero integer, so y splits into [yl, -1] and [1, yh].
-    parts = []
-    if atom.op == "floordiv":
-        if y[1] >= 1:
-            parts.append(_floordiv_positive(x, max(y[0], 1), y[1]))
-        if y[0] <= -1:  # floor(x / y) == floor(-x / -y)
-            parts.append(_floordiv_positive((-x[1], -x[0]), max(-y[1], 1), -y[0]))
-    elif y[0] == y[1] != 0 and -_INF < x[0] and x[1] < _INF and x[0] // y[0] == x[1] // y[0]:
-        k = x[0] // y[0]  # x stays in one block of the constant divisor
-        return x[0] - y[0] * k, x[1] - y[0] * k
-    else:  # mod: the sign of the divisor, smaller than it in size, and no larger in size than x
-        if y[1] >= 1:
-            parts.append((0, min(y[1] - 1, x[1]) if x[0] >= 0 else y[1] - 1))
-        if y[0] <= -1:
-            parts.append((max(y[0] + 1, x[0]) if x[1] <= 0 else y[0] + 1, 0))
-    if not parts:  # the divisor is always 0: no value exists
-        return -_INF, _INF
-    return min(p[0] for p in parts), max(p[1] for p in parts)
-
-
-def _floordiv_positive(x: Interval, yl: Bound, yh: Bound) -> Interval:
-    """Interval of floor(x / y) for x in [xl, xh] and 1 <= yl <= y <= yh (floor is monotone)."""
-    def floor_div(a: Bound, b: Bound) -> Bound:  # a finite a over an unbounded b tends to 0
-        if a in (_INF, -_INF):
-            return a
-        return (0 if a >= 0 else -1) if b == _INF else a // b
-
-    xl, xh = x
-    lo = floor_div(xl, yh) if xl >= 0 else floor_div(xl, yl)
-    hi = floor_div(xh, yl) if xh >= 0 else floor_div(xh, yh)
-    return lo, hi
-
-
-def _interval_mul(a: Interval, b: Interval) -> Interval:
-    def times(x: Bound, y: Bound) -> Bound:
-        return 0 if x == 0 or y == 0 else x * y  # 0 * inf is 0: inf only means "unbounded"
-
-    if a[0] >= 0 and b[0] >= 0:
-        return times(a[0], b[0]), times(a[1], b[1])
-    products = [times(x, y) for x in a for y in b]
-    return min(products), max(products)
-
-
-def _interval_pow(iv: Interval, p: int) -> Interval:
-    lo, hi = iv
-    if p == 1:
-        return iv
-    if p % 2 or lo >= 0:
-        return lo ** p, hi ** p
-    if hi <= 0:
-        return hi ** p, lo ** p
-    return 0, max(lo ** p, hi ** p)
+    return intervals.floordiv(x, y) if atom.op == "floordiv" else intervals.mod(x, y)
 
 
 def prove_eq(a, b, var_bounds: Mapping[str, Interval] = _NO_BOUNDS) -> bool | None:
