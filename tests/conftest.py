@@ -114,13 +114,18 @@ def differential(fn, dynamic_axes, arg_sets, tol=0.0, *, constraints=(), what=No
     assert jf.stats()["compiles"] == 1, f"{what}: {jf.stats()}"
     ref = jax.jit(fn)
     for (label, args), got in zip(arg_sets.items(), outs):
-        want = ref(*args)
-        where = f"{what} at {label}"
-        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
-        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-            assert isinstance(g, jax.Array), f"{where}: a {type(g).__name__}, not a jax.Array"
-            assert_close(g, w, tol(w) if callable(tol) else tol, where)
+        assert_outputs_match(got, ref(*args), tol, f"{what} at {label}")
     return jf
+
+
+def assert_outputs_match(got, want, tol, where):
+    """jdisc's outputs `got` against jax's `want`: the same pytree, jax.Arrays, each leaf within
+    `assert_close(tol)` (`tol` a number or a function of the expected leaf)."""
+    import jax
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want), where
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert isinstance(g, jax.Array), f"{where}: a {type(g).__name__}, not a jax.Array"
+        assert_close(g, w, tol(w) if callable(tol) else tol, where)
 
 
 def _input_shapes(args) -> str:

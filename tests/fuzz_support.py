@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import jdisc
-from conftest import assert_close
+from conftest import assert_outputs_match
 
 N_FAST = int(os.environ.get("JDISC_FUZZ_EXAMPLES", "12"))
 N_SLOW = int(os.environ.get("JDISC_FUZZ_SLOW_EXAMPLES", "150"))
@@ -142,11 +142,7 @@ def check(fn, dynamic_axes, make_args, envs, tol=0.0, constraints=(), x64=False)
                                               f"{type(err).__name__}: {err}"))
                 continue
             compiled = True
-            want_l, got_l = jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got)
-            assert len(want_l) == len(got_l)
-            for g, w in zip(got_l, want_l):
-                t = tol(w) if callable(tol) else tol
-                assert_close(g, w, t, f"{getattr(fn, '__name__', fn)} at {env}")
+            assert_outputs_match(got, want, tol, f"{getattr(fn, '__name__', fn)} at {env}")
         assert jf.stats()["compiles"] <= 1
 
 

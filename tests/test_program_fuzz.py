@@ -234,18 +234,22 @@ def _mixed_chains(x, y):
 
 @pytest.mark.parametrize("fn,n_args", [(_square_chain, 1), (_mixed_chains, 2)])
 def test_deep_dag_compiles_fast(fn, n_args):
-    """A 200-deep fused DAG with shared subvalues: jdisc's passes and C generation (after
-    jax.export, before the C compiler) take well under a second of CPU."""
-    from jdisc.api import lower_to_ir
-    from jdisc.lowering.codegen import generate
+    """A 200-deep fused DAG with shared subvalues: jdisc's own stages after jax.export (MLIR
+    clean-up, import, passes with the verifier and plan checker on, C generation; not the C
+    compiler) take under 1.5 s of CPU (0.2-0.45 s on a quiet 2-core machine). Work exponential
+    or quadratic in the depth, the bug this guards against, takes minutes.
+    Best of two, so that one descheduled run on a loaded machine cannot fail it."""
+    from jdisc import driver
+    from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
     x = np.linspace(0, 1, 15, dtype=np.float32).reshape(5, 3)
-    spec = jax.ShapeDtypeStruct((jax.export.symbolic_shape("a")[0], 3), np.float32)
-    t0 = time.thread_time()
-    jax.export.export(jax.jit(fn))(*[spec] * n_args)        # jax's share, measured alone
-    t1 = time.thread_time()
-    prog = lower_to_ir(fn, *[x] * n_args, dynamic_axes=({0: "a"},) * n_args)
-    generate(prog)
-    t2 = time.thread_time()
-    jdisc_cpu = (t2 - t1) - (t1 - t0)
-    assert jdisc_cpu < 0.8, (f"{jdisc_cpu:.2f} s of CPU for a 200-deep DAG "
-                             f"(jax.export: {t1 - t0:.2f} s)")
+    names = positional_names(fn, n_args)
+    leaves, in_tree = leaf_specs([x] * n_args, normalize_dynamic_axes(({0: "a"},) * n_args, names),
+                                 names)
+    exported = driver.compile(driver.FunctionSource(fn, leaves, in_tree), fn.__name__,
+                              until="export").exported
+    times = []
+    for _ in range(2):
+        t0 = time.thread_time()
+        driver.compile(exported, fn.__name__, until="c")
+        times.append(time.thread_time() - t0)
+    assert min(times) < 1.5, f"{min(times):.2f} s of CPU for a 200-deep DAG"

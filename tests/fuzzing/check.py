@@ -21,6 +21,9 @@ def tolerance(facts: Facts, dtype) -> float:
 
 
 def compare(got, want, tol: float) -> str | None:
+    """None, or what differs. Unlike the suite's `assert_close` (a bound relative to the output's
+    scale), `tol` here is an absolute per-element bound derived from the program's error
+    analysis (`facts.err`), and a mismatch is reported as text for the shrinker, not raised."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"shape/dtype {got.shape} {got.dtype} != {want.shape} {want.dtype}"
