@@ -237,7 +237,7 @@ def test_deep_dag_compiles_fast(fn, n_args):
     """A 200-deep fused DAG with shared subvalues: jdisc's own stages after jax.export (MLIR
     clean-up, import, passes with the verifier and plan checker on, C generation; not the C
     compiler) take under 1.5 s of CPU (0.2-0.45 s on a quiet 2-core machine). Work exponential
-    or quadratic in the depth, the bug this guards against, takes minutes.
+    in the depth, the bug this guards against, takes minutes.
     Best of two, so that one descheduled run on a loaded machine cannot fail it."""
     from jdisc import driver
     from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
