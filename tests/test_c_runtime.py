@@ -14,7 +14,7 @@ from jdisc.lowering import c_runtime
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
 # what each header uses from another
-NEEDS = {"jd_blas_threads.h": ["jd_threads.h"], "jd_half.h": ["jd_math.h"]}
+NEEDS = {"jd_gemm.h": ["jd_threads.h"], "jd_half.h": ["jd_math.h"]}
 INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h", "stdio.h",
             "cblas.h")
 

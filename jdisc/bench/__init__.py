@@ -12,7 +12,7 @@ steady-state time of jdisc and of XLA's executable, interleaved call by call in 
 a `np.copyto` between two preallocated float32 buffers of (input + output bytes) / 2 each, so
 memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / time); for W1 and W3
 (GEMM-bound) the bare sgemm calls one forward pass makes, through the OpenBLAS jdisc links
-(scipy_openblas32, ctypes), each on its own preallocated random operands (GFLOP/s = the
+(scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc may use), each on its own preallocated random operands (GFLOP/s = the
 workload's flops / time for all three). It also reports jdisc's kernels by kind and times a
 stream that visits every shape twice in a shuffled order, each side starting cold. Progress goes
 to stderr, tables to stdout; `--plot` draws latency against shape (needs matplotlib:
@@ -43,9 +43,10 @@ import jaxlib
 import numpy as np
 
 import jdisc
-from jdisc.bench.plot import check_matplotlib, plot_latency
 from jdisc.bench import workloads
+from jdisc.bench.plot import check_matplotlib, plot_latency
 from jdisc.bench.workloads import BenchError, Workload, shape_label
+from jdisc.custom_calls import runtime
 
 GEMM_WORKLOADS = ("W1", "W3")    # baseline: bare sgemm calls
 MEMORY_WORKLOADS = ("W2",)          # baseline: memcpy of the workload's input + output bytes
@@ -179,8 +180,11 @@ def make_baseline(wl: Workload, b: int, s: int, nbytes: int, blas) -> tuple:
         assert math.isclose(flops, wl.flops(b, s)), (flops, wl.flops(b, s))
         calls, ops = sgemm_calls(blas, gemms)
 
+        threads = runtime.num_threads()
+
         def run(calls=calls, ops=ops):
-            for call in calls:
+            blas.scipy_openblas_set_num_threads(threads)   # OpenBLAS's own threading; jdisc
+            for call in calls:                              # sets 1 again on its next GEMM
                 call()
         return "sgemm", run, flops
     if wl.name in MEMORY_WORKLOADS:

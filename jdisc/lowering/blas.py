@@ -19,7 +19,7 @@ from jdisc.lowering.scalar_ops import cast
 from jdisc.lowering.loops import KernelContext
 from jdisc.lowering import c_runtime
 
-BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}
+BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}   # what jd_gemm calls
 
 
 def layout(op: Op) -> GemmLayout:
@@ -60,20 +60,8 @@ def emit_dot(ctx: KernelContext) -> None:
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
             w("return 0;")
-        w("jd_blas_threads((double)gemm_nb * gemm_m * gemm_n * gemm_k);")
-        lda = "gemm_m" if lay.trans_a else "gemm_k"
-        ldb = "gemm_k" if lay.trans_b else "gemm_n"
-        ta = "CblasTrans" if lay.trans_a else "CblasNoTrans"
-        tb = "CblasTrans" if lay.trans_b else "CblasNoTrans"
-        with w.block("if (gemm_nb == 1)"):
-            w(f"{BLAS_GEMM[out.dtype]}(CblasRowMajor, {ta}, {tb}, (blasint)gemm_m, (blasint)gemm_n,"
-              f" (blasint)gemm_k, 1, {a}, (blasint){lda}, {b}, (blasint){ldb}, 0, {output},"
-              f" (blasint)gemm_n);")
-        with w.block("else"):   # one strided batched call, no loop of small GEMMs
-            w(f"{BLAS_GEMM[out.dtype]}_batch_strided(CblasRowMajor, {ta}, {tb}, (blasint)gemm_m,"
-              f" (blasint)gemm_n, (blasint)gemm_k, 1, {a}, (blasint){lda},"
-              f" (blasint)(gemm_m * gemm_k), {b}, (blasint){ldb}, (blasint)(gemm_k * gemm_n), 0,"
-              f" {output}, (blasint)gemm_n, (blasint)(gemm_m * gemm_n), (blasint)gemm_nb);")
+        w(f"jd_gemm({int(out.dtype == 'f64')}, {int(bool(lay.trans_a))}, "
+          f"{int(bool(lay.trans_b))}, gemm_nb, gemm_m, gemm_n, gemm_k, {a}, {b}, {output});")
         return
     # integer, f16/bf16 (or mixed) dtypes: a straightforward loop nest, accumulating in the
     # result's compute type (f32 for f16/bf16, rounded once at the end, as XLA:CPU does)
@@ -112,12 +100,11 @@ def _emit_outer_product(w: CWriter, op: Op, a: str, b: str, output: str) -> None
 
 BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
 
-# OpenBLAS threads a GEMM above ~2^18 multiply-adds; on a shared 2-core machine waking (or
-# waiting for) its second thread cost 2-10x on GEMMs of a few million (measured: the MLP
-# training step at N = 1..77). jdisc gives OpenBLAS one thread below 2^24 (a few ms of work
-# single-threaded) and all of them above. The setting is process-wide: a race with another
-# caller changes speed, never results.
-THREADS_HELPER = c_runtime.source("jd_blas_threads.h")
+# GEMMs run as single-threaded BLAS calls on the program's pool (c_runtime/jd_gemm.h): OpenBLAS's
+# own threads end a GEMM when the slowest of them does, which on a busy machine is a scheduler
+# tick late, and on a shared 2-core machine waking them cost 2-10x on GEMMs of a few million
+# multiply-adds (the MLP training step at N = 1..77).
+GEMM_HELPER = c_runtime.source("jd_gemm.h")
 
 
 def emit_trsm(ctx: KernelContext) -> None:

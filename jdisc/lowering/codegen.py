@@ -124,7 +124,7 @@ def _generate(prog: Program) -> CProgram:
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
     head()
-    fixed = (launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.THREADS_HELPER + "\n"
+    fixed = (launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.GEMM_HELPER + "\n"
              + launcher.ARENA + "\n")
     rest = fixed + text + ffi.ffi_handler(prog)
     source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude(rest) + "\n"
