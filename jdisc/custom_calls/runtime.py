@@ -244,7 +244,8 @@ def _device_put():
 
 
 def blas_threads() -> int:
-    """Threads for large GEMMs: OPENBLAS_NUM_THREADS when set, else num_threads()."""
+    """Threads for large GEMMs (the pool of c_runtime/jd_gemm.h, the caller included):
+    OPENBLAS_NUM_THREADS when set, else num_threads()."""
     value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else num_threads()
 
@@ -317,11 +318,13 @@ def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
 
 def loader_environment() -> None:
     """Settings libgomp and OpenBLAS read when they load: call before loading a library."""
-    # Kernels share the cores with OpenBLAS's threads: OpenMP threads that spin while idle
-    # would steal them. Read by libgomp when the first jdisc library loads it.
+    # Kernels share the cores with the GEMM pool's workers (c_runtime/jd_gemm.h): OpenMP
+    # threads that spin while idle would steal them. Read by libgomp when the first jdisc
+    # library loads it.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # Likewise OpenBLAS's workers spin for ~2^28 cycles after each threaded GEMM; a loop of
-    # small kernels that follows (an RNN after its input projection) then shares its core with
-    # a spinning thread (measured: LSTM T=200 B=8 at 8.1 ms instead of 1.9 ms on a busy
-    # 2-core machine). 2^4 cycles: idle workers sleep at once. Read when OpenBLAS loads.
+    # jdisc runs OpenBLAS on one thread, but other code in the process may give it more; its
+    # workers then spin for ~2^28 cycles after each threaded GEMM, and a loop of small kernels
+    # that follows shares its core with a spinning thread (measured before the pool: LSTM
+    # T=200 B=8 at 8.1 ms instead of 1.9 ms on a busy 2-core machine). 2^4 cycles: idle
+    # workers sleep at once. Read when OpenBLAS loads.
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")

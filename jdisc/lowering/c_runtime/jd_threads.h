@@ -1,7 +1,7 @@
-/* Threads for parallel kernels and GEMMs: at most jd_max_threads (set once by the runtime:
+/* Threads for parallel (OpenMP) kernels: at most jd_max_threads (set once by the runtime:
    JDISC_NUM_THREADS / OMP_NUM_THREADS, else the affinity mask capped by the cgroup quota), and
-   no more than the CPUs that other runnable tasks leave free. A parallel region ends when its
-   last thread does, so a thread that waits a scheduler tick behind a busy neighbour makes every
+   no more than the CPUs that other runnable tasks leave free (GEMMs use jd_gemm.h's pool, which
+   needs no such limit). A parallel region ends when its last thread does, so a thread that waits a scheduler tick behind a busy neighbour makes every
    kernel wait for it: on a loaded machine kernels run on fewer threads (down to the caller
    alone). The runnable count is /proc/loadavg's, re-read at most every 20 ms (jd_adapt_threads,
    called at the start of every jd_run); JDISC_NUM_THREADS set by the user pins the count. */
