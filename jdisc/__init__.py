@@ -17,7 +17,6 @@ from jdisc.package import Package, export_package, load
 from jdisc.version import __version__
 
 __all__ = ["jit", "JdiscFunction", "compile_stablehlo", "StablehloFunction", "export_package",
-           "load",
-           "Package", "JdiscError", "ArgumentError", "DtypeError", "ShapeError",
+           "load", "Package", "JdiscError", "ArgumentError", "DtypeError", "ShapeError",
            "UnsupportedOpError", "CompileError", "RuntimeCheckError", "PackageError",
            "__version__"]
