@@ -13,9 +13,9 @@ a `np.copyto` between two preallocated float32 buffers of (input + output bytes)
 memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / time); for W1 and W3
 (GEMM-bound) the bare sgemm calls one forward pass makes, through the OpenBLAS jdisc links
 (scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc may use), each on its
-own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It also reports jdisc's kernels by kind and times a
-stream that visits every shape twice in a shuffled order, each side starting cold. Progress goes
-to stderr, tables to stdout; `--plot` draws latency against shape (needs matplotlib:
+own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It
+also reports jdisc's kernels by kind and times a stream that visits every shape twice in a
+shuffled order, each side starting cold. Progress goes to stderr, tables to stdout; `--plot` draws latency against shape (needs matplotlib:
 `pip install 'jdisc[plot]'`). Every compile goes to a fresh cache directory under a temporary
 directory (so it is cold), never to the user's cache.
 """
