@@ -15,9 +15,10 @@ memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / tim
 (scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc may use), each on its
 own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It
 also reports jdisc's kernels by kind and times a stream that visits every shape twice in a
-shuffled order, each side starting cold. Progress goes to stderr, tables to stdout; `--plot` draws latency against shape (needs matplotlib:
-`pip install 'jdisc[plot]'`). Every compile goes to a fresh cache directory under a temporary
-directory (so it is cold), never to the user's cache.
+shuffled order, each side starting cold. Progress goes to stderr, tables to stdout; `--plot`
+draws latency against shape (needs matplotlib: `pip install 'jdisc[plot]'`). Every compile goes
+to a fresh cache directory under a temporary directory (so it is cold), never to the user's
+cache.
 """
 
 from __future__ import annotations
