@@ -14,7 +14,7 @@ from jdisc.lowering import c_runtime
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
 # what each header uses from another
-NEEDS = {"jd_gemm.h": ["jd_threads.h"], "jd_half.h": ["jd_math.h"]}
+NEEDS = {"jd_gemm.h": ["jd_pool.h"], "jd_half.h": ["jd_math.h"]}
 INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h", "stdio.h",
             "cblas.h")
 
@@ -26,7 +26,7 @@ def test_header_compiles_on_its_own(name, tmp_path):
     path = tmp_path / "t.c"
     path.write_text("\n".join(src) + "\n")
     import scipy_openblas32     # the BLAS jdisc links, whose cblas.h programs include
-    proc = subprocess.run(["cc", "-std=c99", "-fopenmp", "-fsyntax-only", "-Wall", "-Wextra",
+    proc = subprocess.run(["cc", "-std=c99", "-fopenmp-simd", "-fsyntax-only", "-Wall", "-Wextra",
                            "-Werror", f"-I{scipy_openblas32.get_include_dir()}", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -41,7 +41,7 @@ def test_every_header_is_listed():
 def test_a_program_carries_the_headers_it_uses():
     jf = jdisc.jit(lambda x: jnp_tanh(x) + 1, dynamic_axes=({0: "n"},))
     source = jf.compiled_for(np.ones(3, np.float32)).c_source
-    for name in ("jd_dims.h", "jd_errors.h", "jd_threads.h", "jd_arena.h"):
+    for name in ("jd_dims.h", "jd_errors.h", "jd_pool.h", "jd_arena.h"):
         assert c_runtime.source(name) in source, name
 
 

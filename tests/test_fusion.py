@@ -70,7 +70,7 @@ def test_expensive_values_are_not_recomputed_per_broadcast_element():
     (k,) = prog.kernels
     assert k.kind == "loop" and k.row_rank == 1      # rows of B: exp computed once per row
     src = generate(prog).source
-    body = src[src.index("for (int64_t row = 0"):]
+    body = src[src.index("for (int64_t row = jd_lo"):]
     assert body.index("expf(") < body.index("for (int64_t c = 0")
 
 
@@ -85,7 +85,7 @@ def test_generated_stitch_kernel_is_vectorisable_shape():
     wl = W.workloads()["W2"]
     src = generate(to_ir(wl.fn, wl.dynamic_axes,
                          *wl.make_args(2, 3, np.random.default_rng(0)))).source
-    assert "#pragma omp parallel" in src and "for (int64_t l = 0; l < 16; l++)" in src
+    assert "jd_parallel(" in src and "for (int64_t l = 0; l < 16; l++)" in src
     assert "rowbuf0" in src                  # a row reused across phases stays in a row buffer
 
 

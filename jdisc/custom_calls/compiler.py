@@ -40,7 +40,8 @@ from jdisc.version import __version__
 _OUTPUT_TAIL_CHARS = 4000
 
 _BASE_CFLAGS = [
-    "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native", "-fopenmp",
+    "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native",
+    "-fopenmp-simd",   # `#pragma omp simd` only: parallel loops run on jdisc's pool (jd_pool.h)
     # floating-point operations may be evaluated speculatively (jdisc exposes no FP exception
     # flags): lets GCC if-convert and vectorise branchy math such as tanh, exp and NaN-aware max
     "-fno-trapping-math",

@@ -41,10 +41,8 @@ class Executable:
         self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
         self._n_dims = max(len(cprog.dim_vars), 1)
         self._local = threading.local()
-        lib.jd_set_num_threads.argtypes = [ctypes.c_int, ctypes.c_int]
-        lib.jd_set_num_threads(num_threads(), int(threads_pinned()))
-        lib.jd_set_blas_threads.argtypes = [ctypes.c_int]
-        lib.jd_set_blas_threads(blas_threads())
+        lib.jd_set_threads.argtypes = [ctypes.c_int]
+        lib.jd_set_threads(num_threads())
 
     @property
     def fast_call(self):
@@ -243,19 +241,6 @@ def _device_put():
     return _DEVICE_PUT[0]
 
 
-def blas_threads() -> int:
-    """Threads for large GEMMs (the pool of c_runtime/jd_gemm.h, the caller included):
-    OPENBLAS_NUM_THREADS when set, else num_threads()."""
-    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else num_threads()
-
-
-def threads_pinned() -> bool:
-    """The user fixed the thread count (JDISC_NUM_THREADS or OMP_NUM_THREADS): no adapting."""
-    return any(os.environ.get(v, "").split(",")[0].strip().isdigit()
-               for v in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"))
-
-
 def num_threads() -> int:
     """JDISC_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use: its
     affinity mask, capped by its cgroup's CPU quota (a container given 2 CPUs of a 64-core host
@@ -317,11 +302,7 @@ def load(cprog: CProgram, *, sanitize: bool | None = None) -> Executable:
 
 
 def loader_environment() -> None:
-    """Settings libgomp and OpenBLAS read when they load: call before loading a library."""
-    # Kernels share the cores with the GEMM pool's workers (c_runtime/jd_gemm.h): OpenMP
-    # threads that spin while idle would steal them. Read by libgomp when the first jdisc
-    # library loads it.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """Settings OpenBLAS reads when it loads: call before loading a library."""
     # jdisc runs OpenBLAS on one thread, but other code in the process may give it more; its
     # workers then spin for ~2^28 cycles after each threaded GEMM, and a loop of small kernels
     # that follows shares its core with a spinning thread (measured before the pool: LSTM

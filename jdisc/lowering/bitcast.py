@@ -16,7 +16,7 @@ from __future__ import annotations
 from jdisc.dynamic_passes.ir import bit_width
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, parallel_outer
+from jdisc.lowering.loops import KernelContext, Renderer, parallel_loop_nest
 
 
 def emit_bitcast(ctx: KernelContext) -> None:
@@ -35,8 +35,8 @@ def emit_bitcast(ctx: KernelContext) -> None:
 def _copy_bytes(w: CWriter, r: Renderer, x, output: str, dim) -> None:
     size = bit_width(x.dtype) // 8
     w(f"unsigned char *restrict bc_dst = (unsigned char *){output};")
-    parallel_outer(w, x, dim)
-    idx, close = loop_nest(w, x.shape, dim)
+    idx, close = parallel_loop_nest(w, x.shape, dim, shares=[("unsigned char *", "bc_dst",
+                                                             f"(unsigned char *){output}")])
     w(f"const {ctype(x.dtype)} bc_val = {r.load(x, idx)};")
     w(f"memcpy(bc_dst + (size_t){size} * ({r.linear(idx, x.shape)}), &bc_val, {size});")
     close()
@@ -46,8 +46,7 @@ def _unpack_bits(w: CWriter, r: Renderer, x, output: str, dim) -> None:
     """Each operand element becomes bit_width(x) i1 elements, lowest bit first."""
     n = bit_width(x.dtype)
     u = f"uint{n}_t"
-    parallel_outer(w, x, dim)
-    idx, close = loop_nest(w, x.shape, dim)
+    idx, close = parallel_loop_nest(w, x.shape, dim)
     w(f"const {ctype(x.dtype)} bc_val = {r.load(x, idx)};")
     w(f"{u} bc_bits;")
     w("memcpy(&bc_bits, &bc_val, sizeof bc_bits);")
@@ -60,8 +59,7 @@ def _pack_bits(w: CWriter, r: Renderer, x, out, output: str, dim) -> None:
     """The last operand axis (one i1 per bit, lowest first) becomes one result element."""
     n = bit_width(out.dtype)
     u = f"uint{n}_t"
-    parallel_outer(w, out, dim)
-    idx, close = loop_nest(w, out.shape, dim)
+    idx, close = parallel_loop_nest(w, out.shape, dim)
     w(f"{u} bc_bits = 0;")
     with w.block(f"for (int64_t k = 0; k < {n}; k++)"):
         r.push()

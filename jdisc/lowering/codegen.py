@@ -124,7 +124,7 @@ def _generate(prog: Program) -> CProgram:
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
     head()
-    fixed = (launcher.ERROR_HELPER + "\n" + launcher.THREADS + "\n" + blas.GEMM_HELPER + "\n"
+    fixed = (launcher.ERROR_HELPER + "\n" + launcher.POOL + "\n" + blas.GEMM_HELPER + "\n"
              + launcher.ARENA + "\n")
     rest = fixed + text + ffi.ffi_handler(prog)
     source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude(rest) + "\n"
@@ -155,9 +155,9 @@ _FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms bra
 
 def needs_branches(k: Kernel) -> bool:
     if k.kind == "stitch" and k.outputs:
-        # a stitch kernel's row loop starts with a test (`if (jd_failed) continue;`): with
-        # short static rows GCC unrolls the columns and may vectorise across rows under it
-        # (the columns are the reduced dims, which a reduction's own output does not have)
+        # with short static rows GCC unrolls a stitch kernel's columns and may vectorise
+        # across rows (the columns are the reduced dims, which a reduction's own output does
+        # not have); seen miscompiled when the row loop began with a branch, kept since
         reduces = [op for op in k.ops if op.name == "reduce"]
         n_cols = 1
         for d in (reduces[0].operands[0] if reduces else k.outputs[0]).shape[k.row_rank:]:
@@ -296,6 +296,15 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
     params, inputs, outs = _kernel_params(k)
     less = sort.emit_comparator(w, k, inputs, params, dim_c) if k.kind == "sort" else None
     for fname, assume in variants:
+        kw = CWriter(w.unit, fname, params)      # the body, and its parallel loops' functions
+        kw.level = 1
+        emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
+        emit(KernelContext(kw, k, inputs, outs, dim_c, assume, less))
+        if not returns:     # emitters that cannot fail end with success
+            kw("return 0;")
+        for text in kw.outlined:
+            w.lines.extend(text.splitlines())
+            w()
         w(f"/* {fname}: {k.kind} kernel"
           + (c_comment(f", version assuming {', '.join(f'{a} == {b}' for a, b in guarded)}")
              if (guarded := [p for p in guards if p in assume])
@@ -305,11 +314,9 @@ def _emit_kernel_function(w: CWriter, k: Kernel) -> str:
                 w(f" *   stablehlo.{op.name} at {c_comment(op.loc)}")
         w(" */")
         keep = "JD_KEEP_BRANCHES " if needs_branches(k) else ""
-        with w.block(f"static {keep}int {fname}({', '.join(params)})"):
-            emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
-            emit(KernelContext(w, k, inputs, outs, dim_c, assume, less))
-            if not returns:     # emitters that cannot fail end with success
-                w("return 0;")
+        w(f"static {keep}int {fname}({', '.join(params)}) {{")
+        w.lines.extend(kw.lines)
+        w("}")
         w()
     return k.name
 
@@ -329,8 +336,6 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         header = ("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
                   "void *const *restrict outs, char *err, int64_t errlen)")
     with w.block(header):
-        if not region:
-            w("jd_adapt_threads();")
         for i, name in enumerate(region_dims if region else prog.dim_vars):
             w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
               + (f" (void){c_dim_name(name)};" if region else ""))

@@ -152,18 +152,21 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
         w(f"for (int64_t e = 0; e < {sizes} * {cout}; e++) {output}[e] = 0;")
         w("return 0;")
         return
-    w(f"static const {d.t} zeros[{cin_g}];   /* read for taps outside the input */")
     outer = " * ".join(["batch"] + [f"osz{i}" for i in range(last)])
     w(f"/* in parallel: rows of output positions ({outer} of them) */")
-    w.parallel(f"parallel for collapse({ns}) schedule(dynamic, 1) num_threads(jd_num_threads)",
-               f"{outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= {PARALLEL_MIN_MACS}")
-    w.open("for (int64_t b = 0; b < batch; b++)")
-    for i in range(last):
-        w.open(f"for (int64_t o{i} = 0; o{i} < osz{i}; o{i}++)")
-    row = "b"
-    for i in range(last):
-        row = f"({row} * osz{i} + o{i})"
-    w(f"{d.t} *restrict orow = {output} + {row} * osz{last} * {cout};")
+    w.parallel(outer, f"{outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= "
+               f"{PARALLEL_MIN_MACS}",
+               [("int64_t", "batch", dim(x.shape[0]))]
+               + [("int64_t", f"isz{i}", dim(x.shape[1 + i])) for i in range(ns)]
+               + [("int64_t", f"osz{i}", dim(out.shape[1 + i])) for i in range(ns)])
+    w.open("for (int64_t row = jd_lo; row < jd_hi; row++)")
+    w(f"static const {d.t} zeros[{cin_g}];   /* read for taps outside the input */")
+    rest = "row"
+    for i in reversed(range(last)):
+        w(f"const int64_t o{i} = {rest} % osz{i};")
+        rest = f"{rest} / osz{i}"
+    w(f"const int64_t b = {rest};")
+    w(f"{d.t} *restrict orow = {output} + row * osz{last} * {cout};")
     group = "0"
     if groups > 1:
         w.open(f"for (int64_t g = 0; g < {groups}; g++)")
@@ -185,8 +188,7 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
                 _emit_block(w, d, inputs, d.cout_g % nfeat, group)
     if groups > 1:
         w.close()
-    for _ in range(ns):
-        w.close()
+    w.close()
     w("return 0;")
 
 

@@ -3,41 +3,80 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import re
+from typing import Sequence
 
 
 class CWriter:
-    def __init__(self, indent: str = "  "):
+    def __init__(self, indent: str = "  ", function: str = "", params: Sequence[str] = ()):
+        """`function` and `params`: the C function being written (its name and parameter
+        declarations), which `parallel` loops are cut out of."""
         self.lines: list[str] = []
         self.level = 0
         self.unit = indent
-        self._omp_lines: set[int] = set()       # indices of the `#pragma omp` lines
-        self._parallel: list[tuple[int, int]] = []   # (first line, level) of an open region
+        self.function, self.params = function, tuple(params)
+        self.outlined: list[str] = []   # the functions of `parallel` loops: written before it
+        self._region: _Region | None = None
 
     def __call__(self, line: str = "") -> None:
         self.lines.append(self.unit * self.level + line if line else "")
 
     def omp(self, directive: str) -> None:
-        """`#pragma omp <directive>`."""
-        self._omp_lines.add(len(self.lines))
+        """`#pragma omp <directive>` (only `simd`: there is no OpenMP runtime)."""
         self(f"#pragma omp {directive}")
 
-    def parallel(self, directive: str, cond: str) -> None:
-        """The next statement, a block, under `#pragma omp <directive>` when `cond` holds at
-        run time, and without any OpenMP pragma otherwise:
-        `if (cond) { #pragma omp ... stmt } else { stmt }`. Entering a parallel region costs
-        about a microsecond even when its `if` clause is false; small kernels, and loop bodies
-        run many times, should not pay it. The region ends with the `close` of that block."""
-        assert not self._parallel, "parallel regions do not nest"
-        self.open(f"if ({cond})")
-        self.omp(directive)
-        self._parallel.append((len(self.lines), self.level))
+    def parallel(self, count: str, go: str, shares: Sequence[tuple[str, ...]] = (),
+                 failed: str | None = None) -> None:
+        """The next block, run once per piece of the range [0, count) on the program's pool
+        (c_runtime/jd_pool.h) when `go` holds at run time, and as one piece on the calling
+        thread otherwise. The block sees its piece as `jd_lo` .. `jd_hi`; it is written into a
+        function of its own, which sees the function's parameters and, read-only, the locals
+        named in `shares`: (C type, name) pairs are copied in, (C type, name, C expression)
+        triples are computed anew from the parameters in each piece (so that a size known
+        when the C is compiled stays a constant the loops are optimised for). Whatever the block declares before its loop
+        over the piece is per piece (scratch rows). With `failed`, the name of an int local to
+        the function: the block may set its own `failed` to 1, and the function's is 1 after
+        the loop when any piece set it. The region ends with the `close` of that block."""
+        assert self._region is None, "parallel loops do not nest"
+        assert self.function, "a parallel loop needs the function it is cut out of"
+        self._region = _Region(count, go, tuple(shares), failed, self.lines, self.level)
+        self.lines, self.level = [], 1
 
     def _end_parallel(self) -> None:
-        start, _ = self._parallel.pop()
-        stmt = self.lines[start:]
-        self.else_()
-        self.lines.extend(line for i, line in enumerate(stmt, start)
-                          if i not in self._omp_lines)
+        g, self._region = self._region, None
+        body, self.lines, self.level = self.lines, g.lines, g.level
+        name = f"{self.function}_p{len(self.outlined)}"
+        fields = [(_field_type(p), _decl_name(p)) for p in self.params] + \
+            [share for share in g.shares if len(share) == 2]
+        f = CWriter(self.unit)
+        f(f"/* {self.function}'s parallel loop {len(self.outlined)}: its pieces run on the pool */")
+        with f.block("typedef struct", f"}} {name}_ctx;"):
+            f("jd_region jd;")
+            for ctype_, field in fields:
+                f(f"{ctype_}{'' if ctype_.endswith('*') else ' '}{field};")
+        with f.block(f"static void {name}(const void *jd_ctx, int64_t jd_piece)"):
+            f(f"const {name}_ctx *jd_c = (const {name}_ctx *)jd_ctx;")
+            for p in self.params:
+                f(f"{p} = jd_c->{_decl_name(p)}; (void){_decl_name(p)};")
+            for ctype_, field, *expr in g.shares:
+                f(f"{ctype_} const {field} = {expr[0] if expr else 'jd_c->' + field}; "
+                  f"(void){field};")
+            f("const int64_t jd_lo = jd_piece * jd_c->jd.step;")
+            f("const int64_t jd_hi = jd_c->jd.count - jd_lo < jd_c->jd.step ? jd_c->jd.count "
+              ": jd_lo + jd_c->jd.step;")
+            if g.failed:
+                f(f"int {g.failed} = 0;")
+            f.lines.extend(body)
+            if g.failed:
+                f(f"if ({g.failed}) jd_region_fail((jd_region *)&jd_c->jd);")
+        self.outlined.append(f.text())
+        self.open()
+        values = ", ".join(field for _, field in fields)
+        self(f"{name}_ctx jd_ctx = {{{{0, 0, 0}}{', ' + values if values else ''}}};")
+        self(f"jd_parallel({name}, &jd_ctx.jd, {g.count}, {g.go});")
+        if g.failed:
+            self(f"if (jd_ctx.jd.failed) {g.failed} = 1;")
         self.close()
 
     @contextlib.contextmanager
@@ -63,10 +102,10 @@ class CWriter:
         self.level += 1
 
     def close(self, tail: str = "}") -> None:
-        """The end of the innermost block (and of a parallel region that it was)."""
+        """The end of the innermost block (and of the parallel loop that it was)."""
         self.level -= 1
         self(tail)
-        if self._parallel and tail == "}" and self.level == self._parallel[-1][1]:
+        if self._region is not None and tail == "}" and self.level == 1:
             self._end_parallel()
 
     def else_(self) -> None:
@@ -94,3 +133,25 @@ def c_string(s: str) -> str:
         else:
             pieces.append(f"\\{byte:03o}")
     return '"' + "".join(pieces) + '"'
+
+
+@dataclasses.dataclass(frozen=True)
+class _Region:
+    """An open `parallel` loop, and the function text it interrupted."""
+    count: str
+    go: str
+    shares: tuple[tuple[str, ...], ...]
+    failed: str | None
+    lines: list[str]
+    level: int
+
+
+def _decl_name(decl: str) -> str:
+    """The name a C parameter declaration declares (`const float *restrict in0` -> in0)."""
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", decl)[-1]
+
+
+def _field_type(decl: str) -> str:
+    """A parameter's type as a struct field's: no `restrict`, no top-level `const`."""
+    t = decl[:decl.rindex(_decl_name(decl))].replace("restrict ", "").strip()
+    return t[len("const "):] if "*" not in t and t.startswith("const ") else t

@@ -30,7 +30,7 @@ from jdisc.lowering import c_runtime
 
 ERROR_HELPER = c_runtime.source("jd_errors.h")
 
-THREADS = c_runtime.source("jd_threads.h")
+POOL = c_runtime.source("jd_pool.h")
 
 ARENA = c_runtime.source("jd_arena.h")
 

@@ -20,12 +20,9 @@ from jdisc.lowering.cdtype import ctype, literal
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import arith, cast, render_scalar
 
-# elements; below this a kernel runs on one thread (waking sleeping OpenMP threads costs tens of
-# microseconds, more than a small kernel takes)
+# elements; below this a kernel runs on the calling thread (waking a sleeping worker of the pool
+# costs tens of microseconds, more than a small kernel takes)
 PARALLEL_MIN_WORK = 1 << 18
-# rows per scheduling chunk (~8K elements): dynamic scheduling keeps both cores busy when one
-# of them is slowed by something else, which on shared machines is the common case
-_CHUNK = "(int)(n_cols >= 8192 ? 1 : 8192 / (n_cols > 0 ? n_cols : 1))"
 Index = tuple[str, ...]
 
 
@@ -407,10 +404,9 @@ def reducer_identity(reducer: str, dtype: str) -> str:
 def open_rows(w: CWriter, r: Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
     """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
     w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
-    w(f"const int chunk = {_CHUNK};")
-    w.parallel("parallel for schedule(dynamic, chunk) num_threads(jd_num_threads)",
-               f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}")
-    w.open("for (int64_t row = 0; row < n_rows; row++)")
+    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}",
+               [("int64_t", "n_rows", dim(prod(rows_dims))), ("int64_t", "n_cols", cols)])
+    w.open("for (int64_t row = jd_lo; row < jd_hi; row++)")
     names, rest = [], "row"
     for k in range(len(rows_dims) - 1, -1, -1):
         d = dim(rows_dims[k])
@@ -427,11 +423,21 @@ def close_rows(w: CWriter) -> None:
     w.close()
 
 
-def parallel_outer(w: CWriter, out: Value, dim) -> None:
-    """Run the outermost output loop in parallel when the output is large."""
-    if out.rank:
-        w.parallel("parallel for schedule(dynamic, 1) num_threads(jd_num_threads)",
-                   f"{dim(out.shape[0])} > 1 && {dim(out.num_elements())} >= 4096")
+def parallel_loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i",
+                       shares: Sequence[tuple[str, ...]] = ()):
+    """`loop_nest` whose outermost loop runs in pieces on the pool when the nest is large
+    (`shares`: the locals its body reads, as for CWriter.parallel)."""
+    if not shape:
+        return loop_nest(w, shape, dim, prefix)
+    first = dim(shape[0])
+    w.parallel(first, f"{first} > 1 && {dim(prod(shape))} >= 4096", shares)
+    w.open(f"for (int64_t {prefix}0 = jd_lo; {prefix}0 < jd_hi; {prefix}0++)")
+    names, close_inner = loop_nest(w, shape[1:], dim, prefix, start=1)
+
+    def close():
+        close_inner()
+        w.close()
+    return (f"{prefix}0",) + names, close
 
 
 def render_body(w: CWriter, r: Renderer, block, args: list[str]) -> list[str]:

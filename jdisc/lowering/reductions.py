@@ -23,7 +23,8 @@ from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows, dilated_index,
-                                  loop_nest, open_rows, parallel_outer, render_body)
+                                  loop_nest, open_rows, parallel_loop_nest,
+                                  render_body)
 
 
 def emit_reduce(ctx: KernelContext) -> None:
@@ -65,8 +66,7 @@ def _reduce_scalar(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> 
     dims = op.attrs["dimensions"]
     kept = [i for i in range(x.rank) if i not in dims]
     out = op.results[0]
-    parallel_outer(w, out, dim)
-    oidx, close_outer = loop_nest(w, out.shape, dim)
+    oidx, close_outer = parallel_loop_nest(w, out.shape, dim)
     r.push()
     accs = _init_accs(w, r, inits, op.results)
     ridx, close_inner = loop_nest(w, [x.shape[i] for i in dims], dim, prefix="r")
@@ -89,8 +89,7 @@ def _window_scalar(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim) -> 
     n = len(op.results)
     xs, inits = op.operands[:n], op.operands[n:]
     out = op.results[0]
-    parallel_outer(w, out, dim)
-    oidx, close_outer = loop_nest(w, out.shape, dim)
+    oidx, close_outer = parallel_loop_nest(w, out.shape, dim)
     r.push()
     accs = _init_accs(w, r, inits, op.results)
     widx, close_inner = loop_nest(w, op.attrs["window_dimensions"], dim, prefix="r")
@@ -132,10 +131,7 @@ def _window_scan(w: CWriter, r: Renderer, op: Op, outputs: list[str], dim, axis:
     the output is large): the output at i is init combined with x[0], ..., x[i] in order."""
     out = op.results[0]
     others = [d for d in range(out.rank) if d != axis]
-    if others:
-        w.parallel("parallel for schedule(dynamic, 1) num_threads(jd_num_threads)",
-                   f"{dim(out.shape[others[0]])} > 1 && {dim(out.num_elements())} >= 4096")
-    oidx, close_outer = loop_nest(w, [out.shape[d] for d in others], dim)
+    oidx, close_outer = parallel_loop_nest(w, [out.shape[d] for d in others], dim)
     r.push()
     accs = _init_accs(w, r, op.operands[1:], op.results)
     w.open(f"for (int64_t s = 0; s < {dim(out.shape[axis])}; s++)")

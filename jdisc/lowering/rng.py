@@ -86,9 +86,13 @@ class _Store:
             w(f"{self.out}[{at}] = ({ctype(self.dtype)})({word});")
 
 
-def _parallel_for(w: CWriter, var: str, count: str) -> None:
-    w.parallel("parallel for num_threads(jd_num_threads)", f"{count} >= {_PARALLEL_MIN}")
-    w.open(f"for (int64_t {var} = 0; {var} < {count}; {var}++)")
+def _parallel_for(w: CWriter, var: str, count: str, shares: list[str]) -> None:
+    """A loop over [0, count) in pieces on the pool; `shares`: the rng_ locals it reads."""
+    types = {"rng_key": "uint64_t", "rng_lo": "uint64_t", "rng_hi": "uint64_t",
+             "rng_ctr": "uint64_t"}
+    w.parallel(count, f"{count} >= {_PARALLEL_MIN}",
+               [(types.get(name, "int64_t"), name) for name in ["rng_key", "rng_n"] + shares])
+    w.open(f"for (int64_t {var} = jd_lo; {var} < jd_hi; {var}++)")
 
 
 def close_rows(w: CWriter) -> None:
@@ -97,7 +101,7 @@ def close_rows(w: CWriter) -> None:
 
 def _philox(w: CWriter, store: _Store, per_block: int) -> None:
     w("/* block j: Philox-4x32-10 of the 128-bit counter (rng_lo, rng_hi) + j */")
-    _parallel_for(w, "j", "rng_blocks")
+    _parallel_for(w, "j", "rng_blocks", ["rng_lo", "rng_hi"])
     w("const uint64_t rng_c_lo = rng_lo + (uint64_t)j, rng_c_hi = rng_hi + (rng_c_lo < rng_lo);")
     w("uint32_t rng_c[4] = {(uint32_t)rng_c_lo, (uint32_t)(rng_c_lo >> 32), (uint32_t)rng_c_hi, "
       "(uint32_t)(rng_c_hi >> 32)};")
@@ -110,7 +114,7 @@ def _philox(w: CWriter, store: _Store, per_block: int) -> None:
 
 def _threefry_64(w: CWriter, store: _Store) -> str:
     w("/* element e: Threefry-2x32-20 of the counter rng_ctr + e, low word first */")
-    _parallel_for(w, "rng_e", "rng_n")
+    _parallel_for(w, "rng_e", "rng_n", ["rng_ctr"])
     w("const uint64_t rng_c_e = rng_ctr + (uint64_t)rng_e;")
     w("uint32_t rng_c[2] = {(uint32_t)rng_c_e, (uint32_t)(rng_c_e >> 32)};")
     w("jd_threefry2x32((uint32_t)rng_key, (uint32_t)(rng_key >> 32), rng_c);")
@@ -137,7 +141,8 @@ def _threefry_narrow(w: CWriter, store: _Store, dims: list[str]) -> str:
     w("const int64_t rng_pairs = rng_outer * rng_half * rng_inner;")
     w("/* counter rng_ctr + rng_p (rng_p row-major over the shape with the split axis halved) "
       "-> elements 2h, 2h + 1 of that axis */")
-    _parallel_for(w, "rng_p", "rng_pairs")
+    _parallel_for(w, "rng_p", "rng_pairs",
+                  ["rng_ctr", "rng_len", "rng_half", "rng_inner"])
     w("const int64_t rng_o = rng_p / (rng_half * rng_inner), rng_h = rng_p / rng_inner % rng_half, "
       "rng_t = rng_p % rng_inner;")
     w("const uint64_t rng_c_p = rng_ctr + (uint64_t)rng_p;")

@@ -58,16 +58,15 @@ def emit_sort(ctx: KernelContext) -> None:
     w(f"const int64_t n_outer = {dim(prod(shape[:d]))}, len = {dim(shape[d])}, "
       f"n_inner = {dim(prod(shape[d + 1:]))};")
     w("int failed = 0;")
-    w.parallel("parallel num_threads(jd_num_threads)",
-               "n_outer * n_inner > 64 && n_outer * n_inner * len >= 262144")
+    shares = [("int64_t", "n_outer", dim(prod(shape[:d]))), ("int64_t", "len", dim(shape[d])),
+              ("int64_t", "n_inner", dim(prod(shape[d + 1:])))]
+    shares += [(f"{ctype(x.dtype)} *", f"opnd{m}") for m, x in enumerate(computed)]
+    w.parallel("n_outer * n_inner", "n_outer * n_inner > 64 && n_outer * n_inner * len >= 262144",
+               shares, failed="failed")
     with w.block(""):
         w("int64_t *perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * len) + 1);")
-        with w.block("if (!perm)"):
-            w.omp("atomic write")
-            w("failed = 1;")
-        w.omp("for schedule(dynamic, 1)")
-        with w.block("for (int64_t s = 0; s < n_outer * n_inner; s++)"):
-            w("if (!perm) continue;")
+        w("if (!perm) failed = 1;")
+        with w.block("for (int64_t s = jd_lo; s < (perm ? jd_hi : jd_lo); s++)"):
             w("const int64_t base = (s / n_inner) * len * n_inner + s % n_inner;")
             w("int64_t *src = perm, *dst = perm + len;")
             w("for (int64_t k = 0; k < len; k++) src[k] = base + k * n_inner;")

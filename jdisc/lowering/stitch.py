@@ -1,9 +1,9 @@
 """C for row-parallel kernels: fused loops, and stitch kernels (reductions reused in-row).
 
-Both iterate a flattened row index in parallel (OpenMP, above a work threshold) and a column
+Both iterate a flattened row index in parallel (on the pool, above a work threshold) and a column
 loop inside it. A stitch kernel runs its columns in *phases*: phase p computes the reductions
 whose input needs only reductions of earlier phases, stores values that later phases need in a
-per-thread row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
+per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
 are computed once per row between phases. Reductions split their column loop into `LANES`
 independent accumulators so the loop vectorises, then combine the lanes in a fixed order.
 """
@@ -17,7 +17,7 @@ from jdisc.dynamic_passes.ir import Op, Value
 from jdisc.dynamic_passes.symbolic import prod
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (_CHUNK, COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer,
+from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer,
                                   close_rows, open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
@@ -119,21 +119,19 @@ def emit_stitch(ctx: KernelContext) -> None:
     cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
-    w.parallel("parallel num_threads(jd_num_threads)",
-               f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}")
+    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}",
+               [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
+               failed="jd_failed")
     w.open()
+    w("/* this piece's scratch rows */")
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
           f"sizeof({ctype(v.dtype)}) * (size_t)n_cols + 1);")
     if cached:
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
-            w.omp("atomic write")
             w("jd_failed = 1;")
-    w(f"const int chunk = {_CHUNK};")
-    w.omp("for schedule(dynamic, chunk)")
-    w.open("for (int64_t row = 0; row < n_rows; row++)")
-    if cached:
-        w("if (jd_failed) continue;")
+    w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if cached else ''}jd_hi;")
+    w.open("for (int64_t row = jd_lo; row < row_end; row++)")
     names, rest = [], "row"
     for j in range(k - 1, -1, -1):
         d = dim(rows_dims[j])

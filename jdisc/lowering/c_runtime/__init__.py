@@ -2,8 +2,8 @@
 
     jd_dims.h           floor division, modulo, min and max of dimension expressions
     jd_errors.h         the error message a failed check or kernel leaves for the caller
-    jd_threads.h        how many threads kernels use (affinity, cgroup quota, busy neighbours)
-    jd_gemm.h           GEMMs split into single-threaded BLAS calls on a pool of threads
+    jd_pool.h           the pool of threads that runs kernels' parallel loops and GEMMs
+    jd_gemm.h           GEMMs split into single-threaded BLAS calls on the pool
     jd_arena.h          the per-call arena of intermediate buffers
     jd_half.h           f16 / bf16 conversions
     jd_math.h           vectorisable f32 exp, expm1, log, tanh, logistic
@@ -26,5 +26,5 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
-HEADERS = ("jd_dims.h", "jd_errors.h", "jd_threads.h", "jd_gemm.h", "jd_arena.h",
+HEADERS = ("jd_dims.h", "jd_errors.h", "jd_pool.h", "jd_gemm.h", "jd_arena.h",
            "jd_half.h", "jd_math.h", "jd_rng.h", "jd_keep_branches.h")

@@ -1,0 +1,200 @@
+/* The program's pool of threads: every parallel kernel loop and every large GEMM runs on it.
+
+   Work is cut into pieces (a range of a kernel's rows, a block of a GEMM's result); the caller
+   and the pool's workers claim pieces from one counter, and the caller waits only for pieces
+   another thread has started: a worker that wakes after the last piece was claimed finds
+   nothing and costs the caller nothing. With a team of threads that each own a share (an
+   OpenMP parallel loop, OpenBLAS's threads) the work ends when its last thread does, so one
+   thread waiting a scheduler tick behind a busy neighbour stalls the whole call; that is why
+   there is one pool and no OpenMP team.
+
+   The pool is this library's (one per loaded program, its workers started on first use; at
+   most jd_pool_threads threads including the caller, set by the runtime from JDISC_NUM_THREADS
+   or the affinity mask and cgroup quota). A second caller that finds it in use, and work
+   issued from inside a piece, run their pieces on their own thread. After fork() the child
+   starts new workers. */
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+typedef void (*jd_piece_fn)(const void *ctx, int64_t piece);
+
+static struct {
+  pthread_mutex_t lock;        /* guards gen, fn, ctx, n and the condition variables */
+  pthread_cond_t wake, finished;
+  uint64_t gen;                /* the current job's number; workers wait for it to change */
+  jd_piece_fn fn;
+  const void *ctx;
+  int64_t n;
+  uint64_t next;               /* (gen << 32) | next unclaimed piece: a claim is per job */
+  int64_t done;                /* pieces of the current job finished */
+  int workers, in_use, atfork;
+  pid_t pid;                   /* the process that started the workers */
+} jd_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+             0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+static int64_t jd_pool_claim(uint64_t gen, int64_t n) {
+  uint64_t v = __atomic_load_n(&jd_pool.next, __ATOMIC_ACQUIRE);
+  for (;;) {
+    if ((v >> 32) != (gen & 0xffffffffu) || (int64_t)(v & 0xffffffffu) >= n) return -1;
+    if (__atomic_compare_exchange_n(&jd_pool.next, &v, v + 1, 1, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+      return (int64_t)(v & 0xffffffffu);
+  }
+}
+
+static void jd_pool_finish_piece(int64_t n) {
+  if (__atomic_add_fetch(&jd_pool.done, 1, __ATOMIC_ACQ_REL) == n) {
+    pthread_mutex_lock(&jd_pool.lock);
+    pthread_cond_signal(&jd_pool.finished);
+    pthread_mutex_unlock(&jd_pool.lock);
+  }
+}
+
+/* How long a worker polls for the next job before it sleeps: the next parallel loop or GEMM
+   usually follows within microseconds, and waking a sleeping thread costs tens to hundreds of microseconds. */
+#define JD_POOL_SPIN_NS 100000
+
+static int64_t jd_pool_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void *jd_pool_worker(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&jd_pool.lock);
+  uint64_t seen = jd_pool.gen;
+  for (;;) {
+    pthread_mutex_unlock(&jd_pool.lock);
+    const int64_t until = jd_pool_now_ns() + JD_POOL_SPIN_NS;
+    for (int spins = 1; __atomic_load_n(&jd_pool.gen, __ATOMIC_ACQUIRE) == seen; spins++) {
+      if (spins % 64 == 0 && jd_pool_now_ns() > until) break;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&jd_pool.lock);
+    while (jd_pool.gen == seen) pthread_cond_wait(&jd_pool.wake, &jd_pool.lock);
+    seen = jd_pool.gen;
+    const jd_piece_fn fn = jd_pool.fn;
+    const void *ctx = jd_pool.ctx;
+    const int64_t n = jd_pool.n;
+    pthread_mutex_unlock(&jd_pool.lock);
+    for (int64_t i; (i = jd_pool_claim(seen, n)) >= 0;) {
+      fn(ctx, i);
+      jd_pool_finish_piece(n);
+    }
+    pthread_mutex_lock(&jd_pool.lock);
+  }
+  return NULL;
+}
+
+/* fork(): the pool's lock is held across it, so no worker is inside it when the child is made;
+   the child has none of the parent's workers and starts its own on first use. */
+static void jd_pool_before_fork(void) { pthread_mutex_lock(&jd_pool.lock); }
+static void jd_pool_after_fork_parent(void) { pthread_mutex_unlock(&jd_pool.lock); }
+static void jd_pool_after_fork_child(void) {   /* fresh objects: the parent's workers, still
+                                                  counted as waiters in the copies, are gone */
+  pthread_mutex_init(&jd_pool.lock, NULL);
+  pthread_cond_init(&jd_pool.wake, NULL);
+  pthread_cond_init(&jd_pool.finished, NULL);
+  jd_pool.workers = 0;
+  jd_pool.pid = 0;
+  __atomic_store_n(&jd_pool.in_use, 0, __ATOMIC_RELEASE);
+}
+
+/* Start workers up to `want` (called with the pool owned); returns how many run. */
+static int jd_pool_start(int want) {
+  const pid_t pid = getpid();
+  if (jd_pool.pid != pid) {     /* first use, or a child after fork(): no workers here */
+    if (!jd_pool.atfork)          /* once per process image: a child inherits them */
+      jd_pool.atfork = !pthread_atfork(jd_pool_before_fork, jd_pool_after_fork_parent,
+                                       jd_pool_after_fork_child);
+    jd_pool.workers = 0;
+    jd_pool.pid = pid;
+  }
+  while (jd_pool.workers < want) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const int failed = pthread_create(&t, &attr, jd_pool_worker, NULL);
+    pthread_attr_destroy(&attr);
+    if (failed) break;
+    jd_pool.workers++;
+  }
+  return jd_pool.workers;
+}
+
+/* Run fn(ctx, 0 .. n-1), on up to `threads` threads including the caller's. */
+static void jd_pool_run(jd_piece_fn fn, const void *ctx, int64_t n, int threads) {
+  if (n > 1 && threads > 1 && !__atomic_exchange_n(&jd_pool.in_use, 1, __ATOMIC_ACQUIRE)) {
+    if (jd_pool_start(threads - 1) > 0) {
+      pthread_mutex_lock(&jd_pool.lock);
+      const uint64_t gen = jd_pool.gen + 1;
+      jd_pool.fn = fn;
+      jd_pool.ctx = ctx;
+      jd_pool.n = n;
+      __atomic_store_n(&jd_pool.done, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&jd_pool.next, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
+      __atomic_store_n(&jd_pool.gen, gen, __ATOMIC_RELEASE);   /* spinning workers see it */
+      pthread_cond_broadcast(&jd_pool.wake);
+      pthread_mutex_unlock(&jd_pool.lock);
+      for (int64_t i; (i = jd_pool_claim(gen, n)) >= 0;) {
+        fn(ctx, i);
+        jd_pool_finish_piece(n);
+      }
+      if (__atomic_load_n(&jd_pool.done, __ATOMIC_ACQUIRE) < n) {  /* pieces still running */
+        pthread_mutex_lock(&jd_pool.lock);
+        while (__atomic_load_n(&jd_pool.done, __ATOMIC_ACQUIRE) < n)
+          pthread_cond_wait(&jd_pool.finished, &jd_pool.lock);
+        pthread_mutex_unlock(&jd_pool.lock);
+      }
+      __atomic_store_n(&jd_pool.in_use, 0, __ATOMIC_RELEASE);
+      return;
+    }
+    __atomic_store_n(&jd_pool.in_use, 0, __ATOMIC_RELEASE);
+  }
+  for (int64_t i = 0; i < n; i++) fn(ctx, i);
+}
+
+int64_t jd_pool_jobs(void) { return (int64_t)jd_pool.gen; }   /* jobs the workers saw; tests */
+
+
+/* ---- parallel loops of kernels ---------------------------------------------------------- */
+
+static int jd_pool_threads = 1;
+void jd_set_threads(int n) {            /* called when the library is loaded */
+  jd_pool_threads = n > 0 ? n : 1;
+  scipy_openblas_set_num_threads(1);    /* every BLAS call is one piece (jd_gemm.h) */
+}
+int jd_threads(void) { return jd_pool_threads; }    /* for tests */
+
+/* What every parallel loop's context starts with (a kernel's loop is a function of its own,
+   `<kernel>_p<n>`, whose context struct carries the kernel's parameters after this). */
+typedef struct {
+  int64_t count, step;        /* the loop runs [0, count); piece p is [p * step, p * step + step) */
+  int failed;                 /* a piece could not allocate its scratch memory */
+} jd_region;
+
+static void jd_region_fail(jd_region *r) { __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); }
+
+/* Pieces per thread: enough that a thread that starts late, or runs slowly beside a busy
+   neighbour, leaves its share to the others; few enough that claiming one (an atomic
+   compare-and-swap) and a piece's scratch memory cost nothing next to its work. */
+#define JD_PIECES_PER_THREAD 8
+
+/* Run a kernel's loop over [0, count): on the pool when `go` (the kernel judged the work large
+   enough to share), else as one piece on the calling thread. */
+static void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go) {
+  const int threads = go && count > 1 ? jd_pool_threads : 1;
+  int64_t pieces = threads > 1 ? (int64_t)JD_PIECES_PER_THREAD * threads : 1;
+  if (pieces > count) pieces = count;
+  r->count = count;
+  r->failed = 0;
+  if (count <= 0) return;
+  r->step = (count + pieces - 1) / pieces;
+  jd_pool_run(fn, r, (count + r->step - 1) / r->step, threads);
+}
