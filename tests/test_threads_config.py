@@ -2,6 +2,7 @@
 else the affinity mask capped by the cgroup's CPU quota (v1 and v2 layouts, faked here)."""
 
 import os
+import time
 
 import pytest
 
@@ -74,3 +75,32 @@ def test_kernels_and_gemms_share_one_pool(monkeypatch):
     assert handle.jd_pool_jobs() >= before + 2
     np.testing.assert_allclose(np.asarray(t), np.tanh(big) * 2, rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(np.asarray(mm), big @ w, rtol=1e-4, atol=1e-3)
+
+
+def _threads_now(lib) -> int:
+    time.sleep(0.05)                                   # past the 20 ms re-read interval
+    return lib.handle.jd_current_threads()
+
+
+def test_kernels_use_fewer_threads_while_neighbours_are_busy(monkeypatch):
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    from jdisc.bench import busy_neighbours
+    monkeypatch.delenv("JDISC_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "num_threads", lambda: 8)       # as on a bigger machine
+    f = jdisc.jit(lambda x: jnp.tanh(x) * 2, dynamic_axes=({0: "n"},))
+    f(np.ones(3, np.float32))
+    (compiled,) = f._compiled.values()
+    lib = compiled.executable.library
+    cpus = os.cpu_count()
+    with busy_neighbours(cpus + 1):
+        time.sleep(1.0)                               # the busy loops are running
+        assert _threads_now(lib) == 1
+    monkeypatch.setenv("JDISC_NUM_THREADS", "4")      # pinned: never adapted
+    monkeypatch.setattr(runtime, "num_threads", lambda: 4)
+    runtime.Executable(compiled.executable.cprog, lib)
+    with busy_neighbours(cpus + 1):
+        time.sleep(1.0)
+        assert _threads_now(lib) == 4

@@ -41,8 +41,8 @@ class Executable:
         self._out_dtypes = [numpy_dtype(s.dtype) for s in cprog.outputs]
         self._n_dims = max(len(cprog.dim_vars), 1)
         self._local = threading.local()
-        lib.jd_set_threads.argtypes = [ctypes.c_int]
-        lib.jd_set_threads(num_threads())
+        lib.jd_set_threads.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.jd_set_threads(num_threads(), int(threads_pinned()))
 
     @property
     def fast_call(self):
@@ -239,6 +239,12 @@ def _device_put():
         except Exception:
             pass
     return _DEVICE_PUT[0]
+
+
+def threads_pinned() -> bool:
+    """The user fixed the thread count (JDISC_NUM_THREADS or OMP_NUM_THREADS): no adapting."""
+    return any(os.environ.get(v, "").split(",")[0].strip().isdigit()
+               for v in ("JDISC_NUM_THREADS", "OMP_NUM_THREADS"))
 
 
 def num_threads() -> int:

@@ -10,9 +10,10 @@
 
    The pool is this library's (one per loaded program, its workers started on first use; at
    most jd_pool_threads threads including the caller, set by the runtime from JDISC_NUM_THREADS
-   or the affinity mask and cgroup quota). A second caller that finds it in use, and work
+   or the affinity mask and cgroup quota; kernel loops use fewer on a busy machine, below). A second caller that finds it in use, and work
    issued from inside a piece, run their pieces on their own thread. After fork() the child
    starts new workers. */
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 #include <pthread.h>
@@ -165,12 +166,55 @@ int64_t jd_pool_jobs(void) { return (int64_t)jd_pool.gen; }   /* jobs the worker
 
 /* ---- parallel loops of kernels ---------------------------------------------------------- */
 
-static int jd_pool_threads = 1;
-void jd_set_threads(int n) {            /* called when the library is loaded */
+static int jd_pool_threads = 1, jd_threads_pinned = 0;
+void jd_set_threads(int n, int pinned) {     /* called when the library is loaded */
   jd_pool_threads = n > 0 ? n : 1;
-  scipy_openblas_set_num_threads(1);    /* every BLAS call is one piece (jd_gemm.h) */
+  jd_threads_pinned = pinned;                /* JDISC_NUM_THREADS set: never adapted */
+  scipy_openblas_set_num_threads(1);         /* every BLAS call is one piece (jd_gemm.h) */
 }
 int jd_threads(void) { return jd_pool_threads; }    /* for tests */
+
+/* Threads for a kernel's loop: no more than the CPUs that other runnable tasks leave free.
+   A piece a worker has started must finish before the loop returns, and a worker preempted in
+   the middle of one by a busy neighbour holds the caller for a scheduler tick: short, memory-
+   bound kernel loops lost 5-15 % to that beside two busy processes (`jdisc bench --quick
+   --busy 2`, W1-W3, against this count). GEMMs, whose pieces are long, use every thread.
+   The runnable count is /proc/loadavg's, re-read at most every 20 ms. */
+static int jd_kernel_threads_now = 1;
+static int64_t jd_threads_checked_ns = -1000000000LL;
+static int jd_runnable_others(void) {    /* runnable tasks besides the caller, or -1 */
+  char buf[128];
+  const int fd = open("/proc/loadavg", O_RDONLY);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = buf;
+  for (int field = 0; field < 3; field++) {      /* "0.52 0.58 0.59 3/312 4567" */
+    while (*p && *p != ' ') p++;
+    while (*p == ' ') p++;
+  }
+  int running = 0;
+  while (*p >= '0' && *p <= '9') running = running * 10 + (*p++ - '0');
+  return *p == '/' && running > 0 ? running - 1 : -1;
+}
+static int jd_kernel_threads(void) {
+  if (jd_pool_threads <= 1 || jd_threads_pinned) return jd_pool_threads;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  const int64_t now = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+  if (now - __atomic_load_n(&jd_threads_checked_ns, __ATOMIC_RELAXED) >= 20000000LL) {
+    __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
+    const int others = jd_runnable_others();
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = jd_pool_threads;
+    if (others >= 0 && online > 0 && online - others < n) n = (int)(online - others);
+    __atomic_store_n(&jd_kernel_threads_now, n < 1 ? 1 : n, __ATOMIC_RELAXED);
+  }
+  return __atomic_load_n(&jd_kernel_threads_now, __ATOMIC_RELAXED);
+}
+int jd_current_threads(void) { return jd_kernel_threads(); }   /* for tests */
 
 /* What every parallel loop's context starts with (a kernel's loop is a function of its own,
    `<kernel>_p<n>`, whose context struct carries the kernel's parameters after this). */
@@ -189,7 +233,7 @@ static void jd_region_fail(jd_region *r) { __atomic_store_n(&r->failed, 1, __ATO
 /* Run a kernel's loop over [0, count): on the pool when `go` (the kernel judged the work large
    enough to share), else as one piece on the calling thread. */
 static void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go) {
-  const int threads = go && count > 1 ? jd_pool_threads : 1;
+  const int threads = go && count > 1 ? jd_kernel_threads() : 1;
   int64_t pieces = threads > 1 ? (int64_t)JD_PIECES_PER_THREAD * threads : 1;
   if (pieces > count) pieces = count;
   r->count = count;
