@@ -63,8 +63,11 @@ static int64_t jd_pool_now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+static int jd_pool_awake;       /* workers not asleep: runnable, but not someone else's load */
+
 static void *jd_pool_worker(void *unused) {
   (void)unused;
+  __atomic_add_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&jd_pool.lock);
   uint64_t seen = jd_pool.gen;
   for (;;) {
@@ -77,7 +80,11 @@ static void *jd_pool_worker(void *unused) {
 #endif
     }
     pthread_mutex_lock(&jd_pool.lock);
-    while (jd_pool.gen == seen) pthread_cond_wait(&jd_pool.wake, &jd_pool.lock);
+    if (jd_pool.gen == seen) {
+      __atomic_sub_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
+      while (jd_pool.gen == seen) pthread_cond_wait(&jd_pool.wake, &jd_pool.lock);
+      __atomic_add_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
+    }
     seen = jd_pool.gen;
     const jd_piece_fn fn = jd_pool.fn;
     const void *ctx = jd_pool.ctx;
@@ -104,6 +111,7 @@ static void jd_pool_after_fork_child(void) {   /* fresh objects: the parent's wo
   jd_pool.workers = 0;
   jd_pool.pid = 0;
   __atomic_store_n(&jd_pool.in_use, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&jd_pool_awake, 0, __ATOMIC_RELAXED);
 }
 
 /* Start workers up to `want` (called with the pool owned); returns how many run. */
@@ -179,7 +187,8 @@ int jd_threads(void) { return jd_pool_threads; }    /* for tests */
    the middle of one by a busy neighbour holds the caller for a scheduler tick: short, memory-
    bound kernel loops lost 5-15 % to that beside two busy processes (`jdisc bench --quick
    --busy 2`, W1-W3, against this count). GEMMs, whose pieces are long, use every thread.
-   The runnable count is /proc/loadavg's, re-read at most every 20 ms. */
+   The runnable count is /proc/loadavg's, re-read at most every 20 ms, less this pool's workers
+   that are awake (spinning for the next job, they would otherwise halve W4's convolutions). */
 static int jd_kernel_threads_now = 1;
 static int64_t jd_threads_checked_ns = -1000000000LL;
 static int jd_runnable_others(void) {    /* runnable tasks besides the caller, or -1 */
@@ -206,7 +215,10 @@ static int jd_kernel_threads(void) {
   const int64_t now = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
   if (now - __atomic_load_n(&jd_threads_checked_ns, __ATOMIC_RELAXED) >= 20000000LL) {
     __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
-    const int others = jd_runnable_others();
+    /* this pool's own spinning workers are runnable too, and are not a neighbour's load */
+    int others = jd_runnable_others();
+    if (others > 0) others -= __atomic_load_n(&jd_pool_awake, __ATOMIC_RELAXED);
+    if (others < 0) others = 0;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = jd_pool_threads;
     if (others >= 0 && online > 0 && online - others < n) n = (int)(online - others);
