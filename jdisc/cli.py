@@ -151,13 +151,17 @@ def _is_package(path: str) -> bool:
 
 
 def read_module(path: str) -> str | bytes:
-    """StableHLO text or bytecode (portable artifact or plain MLIR bytecode), checked to parse."""
+    """StableHLO text or bytecode (portable artifact or plain MLIR bytecode), checked to parse, or
+    the bytes of a serialized jax.export.Exported."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as err:
         raise CommandError(f"cannot read {path}: {err.strerror or err}") from None
     module: str | bytes = data
+    from jdisc.modules import as_jax_exported
+    if as_jax_exported(data) is not None:      # the bytes of jax.export.Exported.serialize()
+        return data
     if not data.startswith(_MLIR_BYTECODE_MAGIC):
         try:
             module = data.decode("utf-8")

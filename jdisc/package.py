@@ -323,16 +323,20 @@ def _bakeable(x: Any, spec: LeafSpec) -> np.ndarray:
 
 def from_stablehlo(module: str | bytes, name: str = "main") -> Package:
     """A package from StableHLO text, bytecode or a portable artifact (`jdisc compile`): each
-    `?` dim of input i, axis j is the dimension variable `d{i}_{j}`, as in compile_stablehlo."""
+    `?` dim of input i, axis j is the dimension variable `d{i}_{j}`, as in compile_stablehlo;
+    or from the bytes of a `jax.export.Exported`, with its names and output structure."""
     from jdisc.modules import StablehloFunction
     fn = StablehloFunction(module, name)
     cprog = fn.cprog
+    out_tree = jax.tree_util.tree_structure([0] * len(cprog.outputs))
+    if fn.exported is not None:      # a jax.export.Exported's bytes: its module, its outputs
+        module, out_tree = fn.exported.mlir_module_serialized, fn.exported.out_tree
     inputs = [{"name": s.name, "dtype": s.dtype, "shape": _dims(s.shape), "used": True,
                "baked": False} for s in cprog.inputs]
     args = [{"name": s.name, "leaves": 1, "baked": False} for s in cprog.inputs]
     out_names = [s.name for s in cprog.outputs]
     manifest = _manifest("stablehlo", name, cprog, inputs, args, [s.shape for s in cprog.inputs],
-                         out_names, jax.tree_util.tree_structure([0] * len(out_names)), ())
+                         out_names, out_tree, ())
     members = {STABLEHLO: _portable_artifact(module), "kernel.c": cprog.source.encode(),
                "lib.so": _library_bytes(fn.executable), **_data_member(cprog)}
     return Package(manifest, members, fn.executable, "compiled here", fn.program)

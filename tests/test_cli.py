@@ -153,6 +153,23 @@ def test_compile_bytecode(files, tmp_path):
     np.testing.assert_allclose(np.asarray(out[0]), np.tanh(a + b), rtol=1e-6, atol=1e-6)
 
 
+def test_compile_a_serialized_jax_export(tmp_path):
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+    n, = export.symbolic_shape("tokens")
+    exp = export.export(jax.jit(lambda x, y: jnp.tanh(x + y)))(
+        jax.ShapeDtypeStruct((n, 4), jnp.float32), jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    (tmp_path / "m.jaxexport").write_bytes(exp.serialize())
+    proc = run_jdisc("compile", tmp_path / "m.jaxexport", "-o", tmp_path / "m.jdisc")
+    assert proc.returncode == 0, proc.stderr
+    assert "in   args[0]: f32[tokens, 4]" in proc.stdout
+    a, b = (np.random.default_rng(i).standard_normal((5, 4)).astype(np.float32) for i in (0, 1))
+    out = jdisc.load(tmp_path / "m.jdisc")(a, b)
+    assert out.shape == (5, 4)                      # one result: an array, as jax returns it
+    np.testing.assert_allclose(np.asarray(out), np.tanh(a + b), rtol=1e-6, atol=1e-6)
+
+
 def test_run_exported_model_by_input_name(tmp_path):
     import jax.numpy as jnp
 

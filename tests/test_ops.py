@@ -195,6 +195,58 @@ def test_compile_stablehlo_from_a_portable_artifact(rng):
         f(np.ones((3, 5), np.float32))
 
 
+def _exported_with_names():
+    """A jax.export.Exported with a named, constrained dim, a keyword input and a dict result."""
+    from jax import export
+    b, = export.symbolic_shape("batch", constraints=("batch >= 2",))
+
+    def fn(x, w, *, scale):
+        return {"out": jnp.tanh(x @ w) * scale, "rows": jnp.sum(x, axis=1)}
+    return export.export(jax.jit(fn))(jax.ShapeDtypeStruct((b, 4), jnp.float32),
+                                      jax.ShapeDtypeStruct((4, 3), jnp.float32),
+                                      scale=jax.ShapeDtypeStruct((), jnp.float32))
+
+
+@pytest.mark.parametrize("form", ["exported", "serialized"])
+def test_compile_stablehlo_from_a_jax_exported(form, rng):
+    exp = _exported_with_names()
+    f = jdisc.compile_stablehlo(exp if form == "exported" else exp.serialize())
+    assert f.cprog.dim_vars == ("batch",)                    # jax.export's name, not d0_0
+    assert [s.name for s in f.cprog.inputs] == ["args[0]", "args[1]", "scale"]
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    for rows in (2, 3, 7, 64):
+        x = rng.standard_normal((rows, 4)).astype(np.float32)
+        got = f(x, w, scale=np.float32(0.5))
+        want = exp.call(x, w, scale=np.float32(0.5))
+        assert set(got) == {"out", "rows"}                     # the Exported's output structure
+        for key in got:
+            assert_close(got[key], want[key], 2e-6)
+    with pytest.raises(jdisc.ShapeError, match="batch >= 2"):     # its constraint, checked
+        f(np.ones((1, 4), np.float32), w, scale=np.float32(1))
+    with pytest.raises(jdisc.ArgumentError, match="structure"):
+        f(np.ones((3, 4), np.float32), w, np.float32(1))
+
+
+def test_single_result_of_an_exported_is_an_array(rng):
+    from jax import export
+    n, = export.symbolic_shape("n")
+    exp = export.export(jax.jit(jnp.cumsum))(jax.ShapeDtypeStruct((n,), jnp.float32))
+    f = jdisc.compile_stablehlo(exp.serialize())
+    for size in (0, 1, 5):
+        x = rng.standard_normal(size).astype(np.float32)
+        got = f(x)
+        assert isinstance(got, jax.Array)
+        assert_close(got, np.cumsum(x), 1e-5)
+
+
+def test_exported_for_another_platform_is_refused():
+    from jax import export
+    exp = export.export(jax.jit(jnp.sin), platforms=("cuda",))(
+        jax.ShapeDtypeStruct((3,), jnp.float32))
+    with pytest.raises(jdisc.JdiscError, match="platforms=\\('cpu',\\)"):
+        jdisc.compile_stablehlo(exp)
+
+
 @pytest.mark.parametrize("spec", [
     dict(strides=(1, 1), padding="SAME", dn=("NHWC", "HWIO", "NHWC"), xs=(9, 8, 3), ws=(3, 3, 3, 4)),
     dict(strides=(2, 1), padding=((1, 0), (1, 1)), lhs=(1, 2), rhs=(2, 1),
