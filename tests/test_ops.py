@@ -195,6 +195,38 @@ def test_compile_stablehlo_from_a_portable_artifact(rng):
         f(np.ones((3, 5), np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_top_k_with_a_k_from_a_dim(dtype, rng):
+    # jax writes lax.top_k with a symbolic k as custom_call @stablehlo.dynamic_top_k
+    def f(x):
+        return jax.lax.top_k(x, x.shape[-1] - 1)
+    jf = jdisc.jit(f, dynamic_axes=({0: "B", 1: "N"},))
+    for b, n in [(3, 1), (1, 2), (0, 5), (2, 7), (5, 13), (4, 64)]:
+        if dtype == np.float32:
+            x = rng.standard_normal((b, n)).astype(dtype)
+            if b and n >= 5:     # XLA's order: NaN first, +0 above -0, ties by lower index
+                x[0, :5] = [np.nan, -0.0, 0.0, 0.5, 0.5]
+        else:
+            x = rng.integers(-4, 4, (b, n)).astype(dtype)       # many ties
+        got, want = jf(x), jax.jit(f)(x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert jf.stats()["compiles"] == 1
+
+
+def test_top_k_with_k_half_a_dim_in_a_sampler(rng):
+    def f(logits):
+        vals, idx = jax.lax.top_k(logits, logits.shape[0] // 2)
+        return jnp.sum(vals * 2.0), idx
+    jf = jdisc.jit(f, dynamic_axes=({0: "V"},))
+    for v in (1, 2, 11, 100):
+        x = rng.standard_normal(v).astype(np.float32)
+        got, want = jf(x), jax.jit(f)(x)
+        assert_close(got[0], want[0], 1e-5)
+        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+
+
 def _exported_with_names():
     """A jax.export.Exported with a named, constrained dim, a keyword input and a dict result."""
     from jax import export
