@@ -227,6 +227,44 @@ def test_top_k_with_k_half_a_dim_in_a_sampler(rng):
         np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
 
 
+@pytest.mark.parametrize("which", ["max", "min"])
+def test_approx_top_k_answers_exactly(which, rng):
+    # lax.approx_max_k / approx_min_k: custom_call @ApproxTopK on CPU; the exact top k is a
+    # valid answer and what XLA:CPU's fallback returns (distinct values: no ties to order)
+    if which == "max":
+        f, axes, shapes = (lambda x: jax.lax.approx_max_k(x, 3)), ({0: "B"},), \
+            [(0, 16), (1, 16), (5, 16), (31, 16)]
+    else:
+        f, axes, shapes = (lambda x: jax.lax.approx_min_k(x, 2, reduction_dimension=0)), \
+            ({1: "B"},), [(7, 0), (7, 1), (7, 4), (7, 13)]
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    for shape in shapes:
+        x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32) - 7.5
+        got, want = jf(x), jax.jit(f)(x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert jf.stats()["compiles"] == 1
+
+
+def test_random_choice_without_replacement(rng):
+    # rows drawn without replacement from a table with a dynamic width (jax.export cannot trace a
+    # permutation of a dynamic-size axis, so the drawn axis is static here)
+    def f(key_data, x):
+        key = jax.random.wrap_key_data(key_data)
+        return jax.random.choice(key, x, (3,), replace=False)
+    jf = jdisc.jit(f, dynamic_axes=(None, {1: "N"}))
+    key_data = jax.random.key_data(jax.random.key(3))
+    for n in (0, 1, 2, 17):
+        x = rng.standard_normal((5, n)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(jf(key_data, x)),
+                                      np.asarray(jax.jit(f)(key_data, x)))
+    # a typed key itself is refused with a message that says what to pass instead
+    with pytest.raises(jdisc.DtypeError, match="key_data"):
+        jdisc.jit(lambda key, x: jax.random.choice(key, x, (3,), replace=False),
+                  dynamic_axes=(None, {1: "N"}))(jax.random.key(3), x)
+
+
 def _exported_with_names():
     """A jax.export.Exported with a named, constrained dim, a keyword input and a dict result."""
     from jax import export

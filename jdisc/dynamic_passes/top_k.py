@@ -1,86 +1,137 @@
-"""`stablehlo.dynamic_top_k` (a custom call: `lax.top_k` with a k that depends on a dim) as
-StableHLO jdisc already compiles: a stable sort of (x, iota) along the last axis, largest first,
-then the first k of each row (`real_dynamic_slice`, whose limit k the shape propagation derives
-from the dims it is computed from).
+"""The top-k custom calls jax writes, as StableHLO jdisc already compiles: a stable sort along
+the reduction axis, largest (or by the given comparator) first, then the first k of that axis
+(`real_dynamic_slice`, whose limit the shape propagation derives from the dims it is computed
+from). Each call becomes a call of a private function, which the pass pipeline inlines.
 
-The order is XLA's: floats by their total order (NaN above +inf, +0 above -0), ties by the lower
-index. Each call becomes a call of a private function, which the pass pipeline inlines."""
+* `stablehlo.dynamic_top_k(x, k)`: `lax.top_k` with a k that depends on a dim. XLA's order:
+  floats by their total order (NaN above +inf, +0 above -0), ties by the lower index.
+* `ApproxTopK(x, indices, init value, init index, shape operands...)` with
+  `aggregate_to_topk`: `lax.approx_max_k` / `approx_min_k` on CPU. The exact top k is a valid
+  answer (its recall is 1); sorted by the call's own comparator function, as XLA:CPU's fallback.
+"""
 
 from __future__ import annotations
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 
-TARGET = "stablehlo.dynamic_top_k"
-
 
 def rewrite(module: ir.Module, ops) -> None:
-    """Replace every dynamic_top_k custom call among `ops` by a call of its sort function."""
-    found = [o for o in ops if o.name == "stablehlo.custom_call" and
-             "call_target_name" in o.attributes and
-             ir.StringAttr(o.attributes["call_target_name"]).value == TARGET and
-             len(o.operands) == 2 and len(o.results) == 2]
-    for n, o in enumerate(found):
-        x, k = (ir.RankedTensorType(v.type) for v in o.operands)
-        vals, idx = (ir.RankedTensorType(r.type) for r in o.results)
-        name = f"jd_dynamic_top_k_{n}"
-        text = _function(name, x, k, vals, idx)
-        with module.context:
-            helper = ir.Module.parse(text)
-            module.body.append(helper.body.operations[0])     # moved into the module
-            with ir.InsertionPoint(o), o.location:
-                call = func.CallOp([vals, idx], name, list(o.operands))
-        for old, rep in zip(o.results, call.results):
-            old.replace_all_uses_with(rep)
-        o.erase()
+    """Replace every top-k custom call among `ops` by a call of its sort function."""
+    calls = [o for o in ops if o.name == "stablehlo.custom_call" and
+             "call_target_name" in o.attributes]
+    for n, o in enumerate(calls):
+        target = ir.StringAttr(o.attributes["call_target_name"]).value
+        if target == "stablehlo.dynamic_top_k" and len(o.operands) == 2 and len(o.results) == 2:
+            x = ir.RankedTensorType(o.operands[0].type)
+            _replace(module, o, f"jd_dynamic_top_k_{n}", [0, 1], x.rank - 1, "",
+                     _total_order(x))
+        elif target == "ApproxTopK" and len(o.results) == 2 and len(o.operands) >= 4:
+            config = _approx_config(o)
+            if config is None:
+                continue
+            axis, k, comparator = config
+            _replace(module, o, f"jd_approx_top_k_{n}", list(range(len(o.operands))), axis,
+                     str(k), None, comparator)
 
 
-def _compare_type(element: ir.Type) -> str:
-    text = str(element)
-    if text.startswith(("f", "bf")):
-        return "TOTALORDER"
-    return "UNSIGNED" if text.startswith("ui") or text == "i1" else "SIGNED"
+def _approx_config(o):
+    """(reduction axis, k, comparator symbol) of an ApproxTopK call jdisc can answer exactly."""
+    if "mhlo.backend_config" not in o.attributes or "called_computations" not in o.attributes:
+        return None
+    config = ir.DictAttr(o.attributes["mhlo.backend_config"])
+    if any(key not in config for key in ("top_k", "reduction_dim", "aggregate_to_topk")):
+        return None
+    if str(config["aggregate_to_topk"]) != "true":     # k candidates per block: not an exact k
+        return None
+    called = ir.ArrayAttr(o.attributes["called_computations"])
+    if len(called) != 1:
+        return None
+    return (ir.IntegerAttr(config["reduction_dim"]).value, ir.IntegerAttr(config["top_k"]).value,
+            ir.FlatSymbolRefAttr(called[0]).value)
 
 
-def _function(name: str, x: ir.RankedTensorType, k: ir.RankedTensorType,
-              vals: ir.RankedTensorType, idx: ir.RankedTensorType) -> str:
-    rank, axis = x.rank, x.rank - 1
-    el, iel = str(x.element_type), str(idx.element_type)
-    lines = [f"func.func private @{name}(%x: {x}, %k: {k}) -> ({vals}, {idx}) {{"]
+def _total_order(x: ir.RankedTensorType) -> list[str]:
+    el = str(x.element_type)
+    kind = "TOTALORDER" if el.startswith(("f", "bf")) else \
+        "UNSIGNED" if el.startswith("ui") or el == "i1" else "SIGNED"
+    return [f"%gt = stablehlo.compare GT, %a, %b, {kind} : (tensor<{el}>, tensor<{el}>) -> "
+            f"tensor<i1>"]
+
+
+def _replace(module: ir.Module, o, name: str, used: list[int], axis: int, k: str,
+             compare: list[str] | None, comparator: str | None = None) -> None:
+    operands = [o.operands[i] for i in used]
+    types = [str(v.type) for v in operands]
+    results = [ir.RankedTensorType(r.type) for r in o.results]
+    text = _function(name, types, [ir.RankedTensorType(v.type) for v in operands], results,
+                     axis, k, compare, comparator)
+    with module.context:
+        helper = ir.Module.parse(text)
+        module.body.append(helper.body.operations[-1])     # moved into the module
+        with ir.InsertionPoint(o), o.location:
+            call = func.CallOp(results, name, operands)
+    for old, rep in zip(o.results, call.results):
+        old.replace_all_uses_with(rep)
+    o.erase()
+
+
+def _function(name: str, types: list[str], ins: list[ir.RankedTensorType],
+              results: list[ir.RankedTensorType], axis: int, k: str,
+              compare: list[str] | None, comparator: str | None) -> str:
+    """The function's text: (x, k) for dynamic_top_k (the indices an iota; `k` unused), or every
+    operand of ApproxTopK with `k` its static k (x and its indices; the init values and shape
+    operands unused) and `comparator` its comparison function."""
+    x = ins[0]
+    rank = x.rank
+    el, iel = str(x.element_type), str(results[1].element_type)
+    lines = []
+    if comparator is not None:      # declared here so that the helper module verifies
+        lines.append(f"func.func private @{comparator}(tensor<{el}>, tensor<{el}>, "
+                     f"tensor<{iel}>, tensor<{iel}>) -> tensor<i1>")
+        compare = [f"%gt = func.call @{comparator}(%a, %b, %i, %j) : (tensor<{el}>, "
+                   f"tensor<{el}>, tensor<{iel}>, tensor<{iel}>) -> tensor<i1>"]
+    params = ", ".join(f"%p{i}: {t}" for i, t in enumerate(types))
+    lines.append(f"func.func private @{name}({params}) -> ({results[0]}, {results[1]}) {{")
     dims = []
     for d in range(rank):
         if x.is_dynamic_dim(d):
-            lines.append(f"  %s{d} = stablehlo.get_dimension_size %x, dim = {d} : ({x}) -> "
+            lines.append(f"  %s{d} = stablehlo.get_dimension_size %p0, dim = {d} : ({x}) -> "
                          f"tensor<i32>")
             lines.append(f"  %d{d} = stablehlo.reshape %s{d} : (tensor<i32>) -> tensor<1xi32>")
         else:
             lines.append(f"  %d{d} = stablehlo.constant dense<{x.shape[d]}> : tensor<1xi32>")
         dims.append(f"%d{d}")
-    shape_t = f"tensor<{rank}xi32>"
-    ones_1 = ", ".join(["tensor<1xi32>"] * rank)
-    lines.append(f"  %shape = stablehlo.concatenate {', '.join(dims)}, dim = 0 : ({ones_1}) -> "
-                 f"{shape_t}")
+    shape_t, ones = f"tensor<{rank}xi32>", ", ".join(["tensor<1xi32>"] * rank)
     sizes = ["?" if x.is_dynamic_dim(d) else str(x.shape[d]) for d in range(rank)]
-    iota_t = f"tensor<{'x'.join(sizes)}x{iel}>"
-    lines.append(f"  %iota = stablehlo.dynamic_iota %shape, dim = {axis} : ({shape_t}) -> {iota_t}")
+    index_t = f"tensor<{'x'.join(sizes)}x{iel}>"
+    if comparator is None:
+        lines.append(f"  %shape = stablehlo.concatenate {', '.join(dims)}, dim = 0 : ({ones}) -> "
+                     f"{shape_t}")
+        lines.append(f"  %idx = stablehlo.dynamic_iota %shape, dim = {axis} : ({shape_t}) -> "
+                     f"{index_t}")
+        lines.append(f"  %k32 = stablehlo.convert %p1 : ({types[1]}) -> tensor<i32>")
+        lines.append("  %kk = stablehlo.reshape %k32 : (tensor<i32>) -> tensor<1xi32>")
+        index = "%idx"
+    else:
+        index, index_t = "%p1", types[1]
+        lines.append(f"  %kk = stablehlo.constant dense<{k}> : tensor<1xi32>")
+    limit = dims[:axis] + ["%kk"] + dims[axis + 1:]
     lines += [
-        '  %sorted:2 = "stablehlo.sort"(%x, %iota) ({',
+        f'  %sorted:2 = "stablehlo.sort"(%p0, {index}) ({{',
         f"    ^bb0(%a: tensor<{el}>, %b: tensor<{el}>, %i: tensor<{iel}>, %j: tensor<{iel}>):",
-        f"      %gt = stablehlo.compare GT, %a, %b, {_compare_type(x.element_type)} : "
-        f"(tensor<{el}>, tensor<{el}>) -> tensor<i1>",
+        *(f"      {line}" for line in compare),
         "      stablehlo.return %gt : tensor<i1>",
-        f"  }}) {{dimension = {axis} : i64, is_stable = true}} : ({x}, {iota_t}) -> ({x}, {iota_t})",
-        f"  %k32 = stablehlo.convert %k : ({k}) -> tensor<i32>",
-        "  %kk = stablehlo.reshape %k32 : (tensor<i32>) -> tensor<1xi32>",
-        f"  %limit = stablehlo.concatenate {', '.join(dims[:-1] + ['%kk'])}, dim = 0 : "
-        f"({ones_1}) -> {shape_t}",
+        f"  }}) {{dimension = {axis} : i64, is_stable = true}} : ({x}, {index_t}) -> "
+        f"({x}, {index_t})",
+        f"  %limit = stablehlo.concatenate {', '.join(limit)}, dim = 0 : ({ones}) -> {shape_t}",
         f"  %zero = stablehlo.constant dense<0> : {shape_t}",
         f"  %one = stablehlo.constant dense<1> : {shape_t}",
         f"  %v = stablehlo.real_dynamic_slice %sorted#0, %zero, %limit, %one : ({x}, {shape_t}, "
-        f"{shape_t}, {shape_t}) -> {vals}",
-        f"  %ix = stablehlo.real_dynamic_slice %sorted#1, %zero, %limit, %one : ({iota_t}, "
-        f"{shape_t}, {shape_t}, {shape_t}) -> {idx}",
-        f"  return %v, %ix : {vals}, {idx}",
+        f"{shape_t}, {shape_t}) -> {results[0]}",
+        f"  %ix = stablehlo.real_dynamic_slice %sorted#1, %zero, %limit, %one : ({index_t}, "
+        f"{shape_t}, {shape_t}, {shape_t}) -> {results[1]}",
+        f"  return %v, %ix : {results[0]}, {results[1]}",
         "}",
     ]
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax import export as jax_export
 
-from jdisc.errors import ArgumentError, ShapeError
+from jdisc.errors import ArgumentError, DtypeError, ShapeError
 
 AxisNames = dict[int, str]
 
@@ -121,6 +121,11 @@ def _leaf_type(leaf: Any, name: str) -> tuple[np.dtype, tuple[int, ...], AxisNam
     lowering) become dynamic axes named by their expressions; their size in `shape` is a
     placeholder (1) that no static check reads."""
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.extended):
+            raise DtypeError(f"argument '{name}' has the extended dtype {leaf.dtype} (a typed "
+                             f"PRNG key from jax.random.key); jdisc takes arrays of numbers: "
+                             f"pass jax.random.key_data({name.split('[')[0]}) and rebuild the "
+                             f"key inside the function with jax.random.wrap_key_data")
         dt = jax.dtypes.canonicalize_dtype(leaf.dtype)
         shape, sym = [], {}
         for axis, d in enumerate(leaf.shape):
