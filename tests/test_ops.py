@@ -265,6 +265,22 @@ def test_random_choice_without_replacement(rng):
                   dynamic_axes=(None, {1: "N"}))(jax.random.key(3), x)
 
 
+@pytest.mark.parametrize("lhs,rhs", [("?x4", "4x3"), ("4", "4x?"), ("?", "?"), ("3x?", "?")])
+def test_legacy_dot_from_other_producers(lhs, rhs, rng):
+    # `stablehlo.dot` (deprecated; older exporters and other frameworks write it)
+    out = ([lhs.split("x")[0]] if "x" in lhs else []) + ([rhs.split("x")[1]] if "x" in rhs else [])
+    rt = lambda t: f"tensor<{t + 'x' if t else ''}f32>"
+    text = (f"func.func @main(%a: {rt(lhs)}, %b: {rt(rhs)}) -> {rt('x'.join(out))} {{\n"
+            f"  %0 = stablehlo.dot %a, %b, precision = [HIGHEST, HIGHEST] : ({rt(lhs)}, "
+            f"{rt(rhs)}) -> {rt('x'.join(out))}\n  return %0 : {rt('x'.join(out))}\n}}")
+    f = jdisc.compile_stablehlo(text)
+    for n in (0, 1, 7):
+        a = rng.standard_normal([n if d == "?" else int(d) for d in lhs.split("x")])
+        b = rng.standard_normal([n if d == "?" else int(d) for d in rhs.split("x")])
+        (got,) = f(a.astype(np.float32), b.astype(np.float32))
+        assert_close(got, np.dot(a, b).astype(np.float32), 1e-5)
+
+
 def _exported_with_names():
     """A jax.export.Exported with a named, constrained dim, a keyword input and a dict result."""
     from jax import export

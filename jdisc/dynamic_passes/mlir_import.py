@@ -15,7 +15,7 @@ import numpy as np
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import chlo, stablehlo
 
-from jdisc.dynamic_passes import symbolic, top_k
+from jdisc.dynamic_passes import legacy_ops, symbolic, top_k
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype
 from jdisc.dynamic_passes.ops import CONTROL_OPS, SCALAR_REGION_OPS
 from jdisc.dynamic_passes.supported import dtype_problem
@@ -66,8 +66,10 @@ def run_mlir_pipeline(module: ir.Module) -> None:
         _refuse_known_miscompiles(module)
     with compile_stage("the MLIR import (CHLO ops older exporters wrote as custom calls)"):
         _chlo_from_custom_calls(module)
-    with compile_stage("the MLIR import (stablehlo.dynamic_top_k as a sort)"):
+    with compile_stage("the MLIR import (top-k custom calls as a sort)"):
         top_k.rewrite(module, list(_all_ops(module)))
+    with compile_stage("the MLIR import (deprecated ops other producers write)"), module.context:
+        legacy_ops.rewrite(list(_all_ops(module)))
     with compile_stage(f"jaxlib's MLIR pass pipeline ({MLIR_PIPELINE})"), module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
 
