@@ -5,6 +5,9 @@ is dynamic, which jdisc compiles as it is.
 
 * `stablehlo.dot` (vector or matrix operands): a `dot_general` contracting the last axis of
   the left operand with the first of the right one, with the same precision config.
+* `batch_norm_inference`, `batch_norm_training`, `batch_norm_grad`: the StableHLO spec's
+  formulas in elementwise ops and reductions over every axis but `feature_index` (in the
+  operand's element type), as a function of their own.
 """
 
 from __future__ import annotations
@@ -12,10 +15,18 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from jdisc.dynamic_passes.mlir_helpers import call_helper, dims_of
 
-def rewrite(ops) -> None:
-    for o in ops:
-        if o.name == "stablehlo.dot" and len(o.operands) == 2:
+_BATCH_NORMS = ("stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
+                "stablehlo.batch_norm_grad")
+
+
+def rewrite(module: ir.Module, ops) -> None:
+    for n, o in enumerate(ops):
+        if o.name in _BATCH_NORMS:
+            name = f"jd_{o.name.split('.')[1]}_{n}"
+            call_helper(module, o, name, _batch_norm(o, name))
+        elif o.name == "stablehlo.dot" and len(o.operands) == 2:
             lhs, rhs = o.operands
             rank = ir.RankedTensorType(lhs.type).rank
             dims = stablehlo.DotDimensionNumbers.get(
@@ -28,3 +39,79 @@ def rewrite(ops) -> None:
                                              precision_config=precision)
             o.results[0].replace_all_uses_with(new.result)
             o.erase()
+
+
+def _batch_norm(o, name: str) -> str:
+    kind = o.name.split(".")[1]
+    x = ir.RankedTensorType(o.operands[0].type)
+    el, fi = str(x.element_type), ir.IntegerAttr(o.attributes["feature_index"]).value
+    eps = ir.FloatAttr(o.attributes["epsilon"]).value
+    vec = str(o.operands[1].type)
+    sc = f"tensor<{el}>"
+    params = ", ".join(f"%p{i}: {v.type}" for i, v in enumerate(o.operands))
+    results = ", ".join(str(r.type) for r in o.results)
+    body, shape_t = dims_of("%p0", x, "xs")
+    others = ", ".join(str(d) for d in range(x.rank) if d != fi)
+
+    def bcast(v: str, out: str, dims: str = str(fi)) -> None:
+        src = vec if dims else sc
+        body.append(f"%{out} = stablehlo.dynamic_broadcast_in_dim {v}, %xs, dims = [{dims}] : "
+                    f"({src}, {shape_t}) -> {x}")
+
+    def op(out: str, what: str, *args: str, t: str = str(x)) -> None:
+        body.append(f"%{out} = stablehlo.{what} {', '.join(args)} : {t}")
+
+    def reduce_sum(out: str, v: str) -> None:
+        body.extend([f'%{out} = "stablehlo.reduce"({v}, %zero) ({{',
+                     f"^bb0(%a: {sc}, %b: {sc}):",
+                     f"  %s = stablehlo.add %a, %b : {sc}",
+                     f"  stablehlo.return %s : {sc}",
+                     f"}}) {{dimensions = array<i64: {others}>}} : ({x}, {sc}) -> {vec}"])
+
+    body.append(f"%zero = stablehlo.constant dense<0.0> : {sc}")
+    body.append(f"%one = stablehlo.constant dense<1.0> : {sc}")
+    body.append(f"%eps = stablehlo.constant dense<{eps!r}> : {sc}")
+    bcast("%eps", "epsb", "")
+    if kind in ("batch_norm_training", "batch_norm_grad"):
+        bcast("%one", "onesb", "")
+        reduce_sum("count", "%onesb")               # elements per feature, as a float
+    if kind == "batch_norm_training":
+        reduce_sum("sum", "%p0")
+        op("mean", "divide", "%sum", "%count", t=vec)
+        bcast("%mean", "meanb")
+        op("centered", "subtract", "%p0", "%meanb")
+        op("sq", "multiply", "%centered", "%centered")
+        reduce_sum("sqsum", "%sq")
+        op("var", "divide", "%sqsum", "%count", t=vec)
+        bcast("%var", "varb")
+    else:
+        bcast("%p2" if kind == "batch_norm_grad" else "%p3", "meanb")
+        bcast("%p3" if kind == "batch_norm_grad" else "%p4", "varb")
+        op("centered", "subtract", "%p0", "%meanb")
+    op("veps", "add", "%varb", "%epsb")
+    op("inv", "rsqrt", "%veps")
+    op("xhat", "multiply", "%centered", "%inv")
+    bcast("%p1", "scaleb")
+    if kind == "batch_norm_grad":
+        reduce_sum("goffset", "%p4")
+        op("dyx", "multiply", "%p4", "%xhat")
+        reduce_sum("gscale", "%dyx")
+        bcast("%goffset", "goffsetb")
+        bcast("%gscale", "gscaleb")
+        bcast("%count", "countb")
+        op("mo", "divide", "%goffsetb", "%countb")
+        op("ms", "divide", "%gscaleb", "%countb")
+        op("xms", "multiply", "%xhat", "%ms")
+        op("t1", "subtract", "%p4", "%mo")
+        op("t2", "subtract", "%t1", "%xms")
+        op("si", "multiply", "%scaleb", "%inv")
+        op("gx", "multiply", "%si", "%t2")
+        outs = ["%gx", "%gscale", "%goffset"]
+    else:
+        bcast("%p2", "offsetb")
+        op("scaled", "multiply", "%xhat", "%scaleb")
+        op("y", "add", "%scaled", "%offsetb")
+        outs = ["%y", "%mean", "%var"] if kind == "batch_norm_training" else ["%y"]
+    body.append(f"return {', '.join(outs)} : {results}")
+    return (f"func.func private @{name}({params}) -> ({results}) {{\n  "
+            + "\n  ".join(body) + "\n}\n")

@@ -69,7 +69,7 @@ def run_mlir_pipeline(module: ir.Module) -> None:
     with compile_stage("the MLIR import (top-k custom calls as a sort)"):
         top_k.rewrite(module, list(_all_ops(module)))
     with compile_stage("the MLIR import (deprecated ops other producers write)"), module.context:
-        legacy_ops.rewrite(list(_all_ops(module)))
+        legacy_ops.rewrite(module, list(_all_ops(module)))
     with compile_stage(f"jaxlib's MLIR pass pipeline ({MLIR_PIPELINE})"), module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
 

@@ -13,7 +13,8 @@ from). Each call becomes a call of a private function, which the pass pipeline i
 from __future__ import annotations
 
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import func
+
+from jdisc.dynamic_passes.mlir_helpers import call_helper
 
 
 def rewrite(module: ir.Module, ops) -> None:
@@ -62,18 +63,11 @@ def _total_order(x: ir.RankedTensorType) -> list[str]:
 def _replace(module: ir.Module, o, name: str, used: list[int], axis: int, k: str,
              compare: list[str] | None, comparator: str | None = None) -> None:
     operands = [o.operands[i] for i in used]
-    types = [str(v.type) for v in operands]
-    results = [ir.RankedTensorType(r.type) for r in o.results]
-    text = _function(name, types, [ir.RankedTensorType(v.type) for v in operands], results,
-                     axis, k, compare, comparator)
-    with module.context:
-        helper = ir.Module.parse(text)
-        module.body.append(helper.body.operations[-1])     # moved into the module
-        with ir.InsertionPoint(o), o.location:
-            call = func.CallOp(results, name, operands)
-    for old, rep in zip(o.results, call.results):
-        old.replace_all_uses_with(rep)
-    o.erase()
+    text = _function(name, [str(v.type) for v in operands],
+                     [ir.RankedTensorType(v.type) for v in operands],
+                     [ir.RankedTensorType(r.type) for r in o.results], axis, k, compare,
+                     comparator)
+    call_helper(module, o, name, text, operands)
 
 
 def _function(name: str, types: list[str], ins: list[ir.RankedTensorType],

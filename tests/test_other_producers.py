@@ -1,0 +1,56 @@
+"""StableHLO that other producers write and jax.export does not: the batch-norm ops (the
+StableHLO spec's formulas, against numpy in f64; f32 reductions over at most 4 x 13 elements
+per feature, so 1e-5 of the output's scale). The deprecated `dot` is in test_ops.py."""
+
+import numpy as np
+import pytest
+
+import jdisc
+from conftest import assert_close
+
+X, V = "tensor<?x3x?xf32>", "tensor<3xf32>"
+INPUTS = {"inference": ["x", "s", "o", "m", "v"], "training": ["x", "s", "o"],
+          "grad": ["x", "s", "m", "v", "dy"]}
+
+
+def _module(kind: str) -> str:
+    names = INPUTS[kind]
+    types = [X if n in ("x", "dy") else V for n in names]
+    outs = [X] if kind == "inference" else [X, V, V]
+    res = "%0" if len(outs) == 1 else f"%0:{len(outs)}"
+    ret = "%0" if len(outs) == 1 else ", ".join(f"%0#{i}" for i in range(len(outs)))
+    return (f"func.func @main({', '.join(f'%{n}: {t}' for n, t in zip(names, types))}) -> "
+            f"({', '.join(outs)}) {{\n"
+            f"  {res} = \"stablehlo.batch_norm_{kind}\"({', '.join('%' + n for n in names)}) "
+            f"{{epsilon = 0.001 : f32, feature_index = 1 : i64}} : ({', '.join(types)}) -> "
+            f"({', '.join(outs)})\n  return {ret} : {', '.join(outs)}\n}}")
+
+
+def _b(v):
+    return v[None, :, None]
+
+
+@pytest.mark.parametrize("kind", ["inference", "training", "grad"])
+def test_batch_norm_ops(kind, rng):
+    f = jdisc.compile_stablehlo(_module(kind))
+    for n, m in [(1, 1), (2, 5), (4, 13), (0, 3)]:
+        if kind != "inference" and n * m == 0:
+            continue                       # a mean over no elements: 0 / 0
+        x = rng.standard_normal((n, 3, m))
+        s, o, mu = (rng.standard_normal(3) for _ in range(3))
+        v, dy = rng.random(3), rng.standard_normal((n, 3, m))
+        args = {"x": x, "s": s, "o": o, "m": mu, "v": v, "dy": dy}
+        got = f(*(args[k].astype(np.float32) for k in INPUTS[kind]))
+        if kind == "inference":
+            want = [(x - _b(mu)) / np.sqrt(_b(v) + 1e-3) * _b(s) + _b(o)]
+        elif kind == "training":
+            bm, bv = x.mean((0, 2)), x.var((0, 2))
+            want = [(x - _b(bm)) / np.sqrt(_b(bv) + 1e-3) * _b(s) + _b(o), bm, bv]
+        else:
+            inv = 1 / np.sqrt(_b(v) + 1e-3)
+            xh = (x - _b(mu)) * inv
+            go, gs = dy.sum((0, 2)), (dy * xh).sum((0, 2))
+            want = [_b(s) * inv * (dy - _b(go) / (n * m) - xh * _b(gs) / (n * m)), gs, go]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_close(g, w.astype(np.float32), 1e-5, f"{kind} at {n}x3x{m}")
