@@ -1,4 +1,5 @@
-"""StableHLO that other producers write and jax.export does not: the batch-norm ops (the
+"""StableHLO that other producers write and jax.export does not: `torch_index_select`, and the
+batch-norm ops (the
 StableHLO spec's formulas, against numpy in f64; f32 reductions over at most 4 x 13 elements
 per feature, so 1e-5 of the output's scale). The deprecated `dot` is in test_ops.py."""
 
@@ -54,3 +55,18 @@ def test_batch_norm_ops(kind, rng):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert_close(g, w.astype(np.float32), 1e-5, f"{kind} at {n}x3x{m}")
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_torch_index_select(axis, rng):
+    xt = "tensor<?x4xf32>" if axis == 0 else "tensor<3x?xf32>"
+    out = "tensor<2x?x4xf32>" if axis == 0 else "tensor<3x2x?xf32>"
+    f = jdisc.compile_stablehlo(
+        f"func.func @main(%x: {xt}, %i: tensor<2x?xi32>) -> {out} {{\n"
+        f'  %0 = "stablehlo.torch_index_select"(%x, %i) {{dim = {axis} : i64, batch_dims = 0 : '
+        f"i64}} : ({xt}, tensor<2x?xi32>) -> {out}\n  return %0 : {out}\n}}")
+    for n, k in [(1, 1), (5, 3), (7, 0)]:
+        x = rng.standard_normal((n, 4) if axis == 0 else (3, n)).astype(np.float32)
+        i = rng.integers(0, n, (2, k)).astype(np.int32)
+        (got,) = f(x, i)
+        assert_close(got, np.take(x, i, axis=axis), 0)

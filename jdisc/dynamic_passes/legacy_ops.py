@@ -5,6 +5,8 @@ is dynamic, which jdisc compiles as it is.
 
 * `stablehlo.dot` (vector or matrix operands): a `dot_general` contracting the last axis of
   the left operand with the first of the right one, with the same precision config.
+* `torch_index_select` with `batch_dims = 0` (`take` along `dim`): a `dynamic_gather`, whose
+  out-of-range indices are clamped; with batch dims it stays refused.
 * `batch_norm_inference`, `batch_norm_training`, `batch_norm_grad`: the StableHLO spec's
   formulas in elementwise ops and reductions over every axis but `feature_index` (in the
   operand's element type), as a function of their own.
@@ -26,6 +28,10 @@ def rewrite(module: ir.Module, ops) -> None:
         if o.name in _BATCH_NORMS:
             name = f"jd_{o.name.split('.')[1]}_{n}"
             call_helper(module, o, name, _batch_norm(o, name))
+        elif o.name == "stablehlo.torch_index_select" and \
+                ir.IntegerAttr(o.attributes["batch_dims"]).value == 0:
+            name = f"jd_torch_index_select_{n}"
+            call_helper(module, o, name, _index_select(o, name))
         elif o.name == "stablehlo.dot" and len(o.operands) == 2:
             lhs, rhs = o.operands
             rank = ir.RankedTensorType(lhs.type).rank
@@ -114,4 +120,25 @@ def _batch_norm(o, name: str) -> str:
         outs = ["%y", "%mean", "%var"] if kind == "batch_norm_training" else ["%y"]
     body.append(f"return {', '.join(outs)} : {results}")
     return (f"func.func private @{name}({params}) -> ({results}) {{\n  "
+            + "\n  ".join(body) + "\n}\n")
+
+
+def _index_select(o, name: str) -> str:
+    x, idx = (ir.RankedTensorType(v.type) for v in o.operands)
+    out = o.results[0].type
+    axis = ir.IntegerAttr(o.attributes["dim"]).value
+    body, _ = dims_of("%p0", x, "xs")
+    sizes = [f"%xs{d}" if d != axis else "%unit" for d in range(x.rank)]
+    body.insert(0, "%unit = stablehlo.constant dense<1> : tensor<1xi32>")
+    body.append(f"%sizes = stablehlo.concatenate {', '.join(sizes)}, dim = 0 : "
+                f"({', '.join(['tensor<1xi32>'] * x.rank)}) -> tensor<{x.rank}xi32>")
+    rank = x.rank - 1 + idx.rank
+    offsets = [d for d in range(rank) if not axis <= d < axis + idx.rank]
+    body.append(f'%r = "stablehlo.dynamic_gather"(%p0, %p1, %sizes) {{dimension_numbers = '
+                f"#stablehlo.gather<offset_dims = [{', '.join(map(str, offsets))}], "
+                f"collapsed_slice_dims = [{axis}], start_index_map = [{axis}], "
+                f"index_vector_dim = {idx.rank}>, indices_are_sorted = false}} : "
+                f"({x}, {idx}, tensor<{x.rank}xi32>) -> {out}")
+    body.append(f"return %r : {out}")
+    return (f"func.func private @{name}(%p0: {x}, %p1: {idx}) -> {out} {{\n  "
             + "\n  ".join(body) + "\n}\n")
