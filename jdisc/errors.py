@@ -69,13 +69,21 @@ def short_exception(exc: BaseException, limit: int = 240) -> str:
 
 
 def _looks_like_op(x) -> bool:
-    return (isinstance(getattr(x, "name", None), str) and isinstance(getattr(x, "loc", None), str)
-            and isinstance(getattr(x, "operands", None), list))
+    try:        # an MLIR object may raise on any attribute (an erased operation does)
+        return (isinstance(getattr(x, "name", None), str) and
+                isinstance(getattr(x, "loc", None), str) and
+                isinstance(getattr(x, "operands", None), list))
+    except Exception:
+        return False
 
 
 def _looks_like_kernel(x) -> bool:
-    return (isinstance(getattr(x, "name", None), str) and isinstance(getattr(x, "kind", None), str)
-            and isinstance(getattr(x, "ops", None), list))
+    try:
+        return (isinstance(getattr(x, "name", None), str) and
+                isinstance(getattr(x, "kind", None), str) and
+                isinstance(getattr(x, "ops", None), list))
+    except Exception:
+        return False
 
 
 def _site(exc: BaseException) -> tuple:

@@ -65,11 +65,24 @@ def test_small_types_are_unsupported(dtype, shown):
     assert "stablehlo.convert" in str(info.value) and HERE in str(info.value)
 
 
+# a tuple that leaves the function (its result) is refused; one taken apart inside it is not
 TUPLE_MODULE = """
-func.func @main(%arg0: tensor<2xf32>, %arg1: tensor<i64>) -> tensor<2xf32> {
+func.func @main(%arg0: tensor<2xf32>, %arg1: tensor<i64>) -> tuple<tensor<2xf32>, tensor<i64>> {
   %0 = stablehlo.tuple %arg0, %arg1 : tuple<tensor<2xf32>, tensor<i64>>
   %1 = stablehlo.get_tuple_element %0[0] : (tuple<tensor<2xf32>, tensor<i64>>) -> tensor<2xf32>
-  return %1 : tensor<2xf32>
+  %2 = stablehlo.tuple %1, %arg1 : tuple<tensor<2xf32>, tensor<i64>>
+  return %2 : tuple<tensor<2xf32>, tensor<i64>>
+}
+"""
+
+NESTED_TUPLES = """
+func.func @main(%arg0: tensor<?xf64>, %arg1: tensor<i64>) -> (tensor<?xf64>, tensor<i64>) {
+  %0 = stablehlo.tuple %arg1 : tuple<tensor<i64>>
+  %1 = stablehlo.tuple %arg0, %0 : tuple<tensor<?xf64>, tuple<tensor<i64>>>
+  %2 = stablehlo.get_tuple_element %1[0] : (tuple<tensor<?xf64>, tuple<tensor<i64>>>) -> tensor<?xf64>
+  %3 = stablehlo.get_tuple_element %1[1] : (tuple<tensor<?xf64>, tuple<tensor<i64>>>) -> tuple<tensor<i64>>
+  %4 = stablehlo.get_tuple_element %3[0] : (tuple<tensor<i64>>) -> tensor<i64>
+  return %2, %4 : tensor<?xf64>, tensor<i64>
 }
 """
 
@@ -93,8 +106,15 @@ def test_tuple_types_are_unsupported():
     with pytest.raises(UnsupportedOpError) as info:
         jdisc.compile_stablehlo(TUPLE_MODULE)
     msg = str(info.value)
-    assert "stablehlo.tuple" in msg and "stablehlo.get_tuple_element" in msg
-    assert "tuple-typed values" in msg
+    assert "stablehlo.tuple" in msg and "tuple-typed values" in msg
+
+
+def test_tuples_taken_apart_in_the_function_compile():
+    f = jdisc.compile_stablehlo(NESTED_TUPLES)
+    for n in (0, 1, 5):
+        got = f(np.arange(n, dtype=np.float64), np.int64(7))
+        np.testing.assert_array_equal(got[0], np.arange(n, dtype=np.float64))
+        assert int(got[1]) == 7
 
 
 def test_token_types_are_unsupported():

@@ -5,6 +5,9 @@ is dynamic, which jdisc compiles as it is.
 
 * `stablehlo.dot` (vector or matrix operands): a `dot_general` contracting the last axis of
   the left operand with the first of the right one, with the same precision config.
+* `get_tuple_element` of a `tuple` made in the function: the element itself (nested tuples
+  too); a tuple that is still used afterwards (a function's tuple argument or result) stays,
+  and is refused as an unsupported type.
 * `torch_index_select` with `batch_dims = 0` (`take` along `dim`): a `dynamic_gather`, whose
   out-of-range indices are clamped; with batch dims it stays refused.
 * `batch_norm_inference`, `batch_norm_training`, `batch_norm_grad`: the StableHLO spec's
@@ -24,8 +27,18 @@ _BATCH_NORMS = ("stablehlo.batch_norm_inference", "stablehlo.batch_norm_training
 
 
 def rewrite(module: ir.Module, ops) -> None:
+    tuples = []
+    position = {op: i for i, op in enumerate(ops) if op.name == "stablehlo.tuple"}
     for n, o in enumerate(ops):
-        if o.name in _BATCH_NORMS:
+        if o.name == "stablehlo.get_tuple_element":
+            v = o.operands[0]
+            src = v.owner if isinstance(v, ir.OpResult) else None     # not a block argument
+            if src is not None and src.name == "stablehlo.tuple":
+                index = ir.IntegerAttr(o.attributes["index"]).value
+                o.results[0].replace_all_uses_with(src.operands[index])
+                o.erase()
+                tuples.append(src)
+        elif o.name in _BATCH_NORMS:
             name = f"jd_{o.name.split('.')[1]}_{n}"
             call_helper(module, o, name, _batch_norm(o, name))
         elif o.name == "stablehlo.torch_index_select" and \
@@ -45,6 +58,11 @@ def rewrite(module: ir.Module, ops) -> None:
                                              precision_config=precision)
             o.results[0].replace_all_uses_with(new.result)
             o.erase()
+    # each tuple once, outer ones (later in the function) first: an inner tuple is unused once
+    # the outer tuple that held it is gone
+    for t in sorted(set(tuples), key=lambda op: -position[op]):
+        if not list(t.results[0].uses):
+            t.erase()
 
 
 def _batch_norm(o, name: str) -> str:
