@@ -82,6 +82,9 @@ def as_jax_exported(module: Any) -> jax_export.Exported | None:
         return None
     try:
         return jax_export.deserialize(bytearray(module))
+    except ImportError as err:       # jax's serialization needs flatbuffers (a dependency)
+        raise ArgumentError(f"these bytes are not MLIR bytecode, and reading them as a "
+                            f"serialized jax.export.Exported needs flatbuffers: {err}") from None
     except Exception:   # not jax's serialization: parsed as a module, which says what is wrong
         return None
 

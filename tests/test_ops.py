@@ -195,6 +195,14 @@ def test_compile_stablehlo_from_a_portable_artifact(rng):
         f(np.ones((3, 5), np.float32))
 
 
+def _assert_same_results(got, want):
+    """Bit-identical results, shapes and dtypes included (sorts and selections: no rounding)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_top_k_with_a_k_from_a_dim(dtype, rng):
     # jax writes lax.top_k with a symbolic k as custom_call @stablehlo.dynamic_top_k
@@ -208,10 +216,7 @@ def test_top_k_with_a_k_from_a_dim(dtype, rng):
                 x[0, :5] = [np.nan, -0.0, 0.0, 0.5, 0.5]
         else:
             x = rng.integers(-4, 4, (b, n)).astype(dtype)       # many ties
-        got, want = jf(x), jax.jit(f)(x)
-        for g, w in zip(got, want):
-            assert g.shape == w.shape and g.dtype == w.dtype
-            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        _assert_same_results(jf(x), jax.jit(f)(x))
     assert jf.stats()["compiles"] == 1
 
 
@@ -240,10 +245,7 @@ def test_approx_top_k_answers_exactly(which, rng):
     jf = jdisc.jit(f, dynamic_axes=axes)
     for shape in shapes:
         x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32) - 7.5
-        got, want = jf(x), jax.jit(f)(x)
-        for g, w in zip(got, want):
-            assert g.shape == w.shape and g.dtype == w.dtype
-            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        _assert_same_results(jf(x), jax.jit(f)(x))
     assert jf.stats()["compiles"] == 1
 
 

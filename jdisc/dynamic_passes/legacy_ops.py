@@ -29,11 +29,11 @@ _BATCH_NORMS = ("stablehlo.batch_norm_inference", "stablehlo.batch_norm_training
 def rewrite(module: ir.Module, ops) -> None:
     tuples = []
     position = {op: i for i, op in enumerate(ops) if op.name == "stablehlo.tuple"}
+    made_by = {op.results[0]: op for op in position}     # a tuple value -> its tuple op
     for n, o in enumerate(ops):
         if o.name == "stablehlo.get_tuple_element":
-            v = o.operands[0]
-            src = v.owner if isinstance(v, ir.OpResult) else None     # not a block argument
-            if src is not None and src.name == "stablehlo.tuple":
+            src = made_by.get(o.operands[0])        # None for a block argument
+            if src is not None:
                 index = ir.IntegerAttr(o.attributes["index"]).value
                 o.results[0].replace_all_uses_with(src.operands[index])
                 o.erase()
