@@ -34,8 +34,9 @@ class CWriter:
         function of its own, which sees the function's parameters and, read-only, the locals
         named in `shares`: (C type, name) pairs are copied in, (C type, name, C expression)
         triples are computed anew from the parameters in each piece (so that a size known
-        when the C is compiled stays a constant the loops are optimised for). Whatever the block declares before its loop
-        over the piece is per piece (scratch rows). With `failed`, the name of an int local to
+        when the C is compiled stays a constant the loops are optimised for). Whatever the
+        block declares before its loop over the piece is per piece (scratch rows). With
+        `failed`, the name of an int local to
         the function: the block may set its own `failed` to 1, and the function's is 1 after
         the loop when any piece set it. The region ends with the `close` of that block."""
         assert self._region is None, "parallel loops do not nest"
