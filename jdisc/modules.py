@@ -5,9 +5,9 @@ For a module, each `?` dim of input i, axis j is its own dimension variable `d{i
 program ties them (its shape assertions and equalities become launcher checks); it is called on
 its inputs in order and returns the list of its results. An Exported keeps jax.export's
 dimension names and constraints, and is called as `Exported.call` is: the same arguments
-(positional and keyword), results in its output structure (one array for one result). A module that does not parse
-raises ArgumentError; unsupported ops and element types UnsupportedOpError; a failure inside
-jdisc CompileError (with the original exception chained).
+(positional and keyword), results in its output structure (one array for one result). A
+module that does not parse raises ArgumentError; unsupported ops and element types
+UnsupportedOpError; a failure inside jdisc CompileError (with the original exception chained).
 """
 
 from __future__ import annotations
