@@ -107,7 +107,7 @@ _LOW_BIT_DTYPES = ("int4", "uint4", "int2", "uint2")
 
 
 def out_of_scope_reason(case) -> str | None:
-    """Why a case is outside what a single-device, real-typed compiler is asked to run, or None.
+    """Why a case is outside what a single-device compiler is asked to run, or None.
 
     Decided from the module text and the input/output dtypes, first matching rule wins.
     """
@@ -125,8 +125,6 @@ def out_of_scope_reason(case) -> str | None:
         return "2- and 4-bit integers"
     if _SMALL_FLOAT.search(text) or any(d.startswith(_SMALL_FLOAT_DTYPES) for d in dtypes):
         return "f8 / f6 / f4 types"
-    if "complex<" in text or any(d.startswith("complex") for d in dtypes):
-        return "complex numbers (not supported by jdisc)"
     return None
 
 

@@ -1,6 +1,7 @@
 """jdisc's own IR: one small graph of ops over values with symbolic shapes.
 
-* A `Value` has a dtype (short names: f32, f64, i1, i8..i64, u8..u64, f16, bf16) and a shape made
+* A `Value` has a dtype (short names: f32, f64, i1, i8..i64, u8..u64, f16, bf16, c64, c128) and
+  a shape made
   of symbolic dimensions (`int | Expr`, see `symbolic.py`). An integer value whose contents are
   known symbolically (a dimension size, a shape vector) carries them in `sym`.
 * An `Op` keeps its StableHLO name (`add`, `dot_general`, ...) and the source location it came
@@ -32,7 +33,11 @@ NUMPY_DTYPES = {
     "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
 }
+
+# a complex dtype -> the dtype of its real and imaginary parts
+COMPLEX_PARTS = {"c64": "f32", "c128": "f64"}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -55,6 +60,10 @@ def numpy_dtype(name: str) -> np.dtype:
 
 def is_float(dtype: str) -> bool:
     return dtype in ("f16", "bf16", "f32", "f64")
+
+
+def is_complex(dtype: str) -> bool:
+    return dtype in COMPLEX_PARTS
 
 
 def is_unsigned(dtype: str) -> bool:

@@ -30,7 +30,8 @@ MLIR_PIPELINE = (
     "canonicalize,cse,symbol-dce)"
 )
 
-_ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64", "index": "i64"}
+_ELEMENT_TYPES = {"ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64", "index": "i64",
+                  "complex<f32>": "c64", "complex<f64>": "c128"}
 _REDUCERS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
              "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or",
              "stablehlo.xor": "xor"}
@@ -170,23 +171,29 @@ _DENSE_HEX = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
 _DENSE_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 
 
-def _dense_bf16(a: ir.Attribute, shape: Sequence[int]) -> np.ndarray:
-    """A non-splat bf16 dense attribute. jaxlib's bindings give neither a buffer nor elements
-    of bf16 attributes, so this is the one place the importer reads an attribute's printed
+def _dense_from_text(a: ir.Attribute | str, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    """A non-splat bf16 or complex dense attribute. jaxlib's bindings give neither a buffer nor
+    elements of these, so this is the one place the importer reads an attribute's printed
     form: `dense<"0x...">` (the raw little-endian bytes) or a nested list whose entries are
-    exactly printed decimals or hex bit patterns (NaN, inf)."""
-    import ml_dtypes
+    exactly printed decimals or hex bit patterns (NaN, inf) -- for complex numbers, the parts
+    in order, `(re,im)`."""
     body = str(a).rsplit(" : ", 1)[0]
+    np_dt = numpy_dtype(dtype)
+    part = np.dtype(np.uint16) if dtype == "bf16" else np.dtype(f"<u{np_dt.itemsize // 2}")
     hexed = _DENSE_HEX.fullmatch(body)
     if hexed:
-        bits = np.frombuffer(bytes.fromhex(hexed.group(1)), dtype="<u2")
+        bits = np.frombuffer(bytes.fromhex(hexed.group(1)), dtype=part.newbyteorder("<"))
     else:
+        real = numpy_dtype("bf16") if dtype == "bf16" else np.dtype(f"f{np_dt.itemsize // 2}")
         bits = np.array([int(t, 16) if t.startswith("0x") else
-                         int(np.array(float(t), ml_dtypes.bfloat16).view(np.uint16))
-                         for t in _DENSE_TOKEN.findall(body.removeprefix("dense<"))], np.uint16)
-    if bits.size != int(np.prod(shape, dtype=np.int64)):
-        raise ValueError(f"cannot read the bf16 constant {body[:80]}")   # a bug: CompileError
-    return bits.astype(np.uint16).view(ml_dtypes.bfloat16).reshape(shape)
+                         int(np.array(float(t), real).view(part))
+                         for t in _DENSE_TOKEN.findall(body.removeprefix("dense<"))], part)
+    values = np.ascontiguousarray(bits, dtype=part).view(np_dt)
+    if values.size == 1:   # a splat
+        return np.full(tuple(shape), values[0], np_dt)
+    if values.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(f"cannot read the {dtype} constant {body[:80]}")   # a bug: CompileError
+    return values.reshape(shape)
 
 
 def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray:
@@ -197,7 +204,7 @@ def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray
         v = _scalar_attr_value(da.get_splat_value())
         return np.full(tuple(shape), v, dtype=np_dt)
     if dtype == "bf16":
-        return _dense_bf16(a, shape)
+        return _dense_from_text(a, dtype, shape)
     if dtype == "i1":   # the base class has no elements: read them as integers
         ints = ir.DenseIntElementsAttr(a)
         return np.array([bool(ints[i]) for i in range(len(ints))], np.bool_).reshape(shape)
@@ -205,6 +212,17 @@ def dense_value(a: ir.Attribute, dtype: str, shape: Sequence[int]) -> np.ndarray
     if arr.dtype != np_dt:
         arr = arr.view(np_dt) if arr.dtype.itemsize == np_dt.itemsize else arr.astype(np_dt)
     return arr.reshape(shape)
+
+
+def _constant_value(o, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    """stablehlo.constant's value. jaxlib's bindings cannot even hand out a complex dense
+    attribute (`attributes["value"]` raises), so those are read from the named attribute's
+    printed form, `NamedAttribute(value=dense<...> : tensor<...>)`."""
+    if dtype not in ("c64", "c128"):
+        return dense_value(o.attributes["value"], dtype, shape)
+    i = [o.attributes[i].name for i in range(len(o.attributes))].index("value")
+    text = str(o.attributes[i]).removeprefix("NamedAttribute(value=").removesuffix(")")
+    return _dense_from_text(text, dtype, shape)
 
 
 def _attr_element_type(a: ir.Attribute) -> str | None:
@@ -376,9 +394,8 @@ class _Importer:
             elif op.name != "shape_assertion":
                 op.attrs["unsupported"] = f"custom_call target '{op.name}'"
         elif name in ("stablehlo.constant",):
-            if dtype_problem(results[0].dtype) is None:   # complex ones are not readable
-                op.attrs["value"] = dense_value(o.attributes["value"], results[0].dtype,
-                                                results[0].shape)
+            if dtype_problem(results[0].dtype) is None:   # unsupported ones are not readable
+                op.attrs["value"] = _constant_value(o, results[0].dtype, results[0].shape)
         elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
             self.import_reducer(o, op)
             if op.attrs.get("reducer") == "body":   # any scalar body: keep it as a region

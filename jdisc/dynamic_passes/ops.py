@@ -58,14 +58,16 @@ def _elementwise(names: str, operands: int | None, dtypes: str | None = "same",
 
 _ENTRIES: list[OpInfo] = [
     *_elementwise("""
-        abs ceil floor negate not round_nearest_afz round_nearest_even sign popcnt
+        ceil floor negate not round_nearest_afz round_nearest_even sign popcnt
         count_leading_zeros reduce_precision""", 1),
     *_elementwise("""
         add and maximum minimum multiply or subtract xor shift_left shift_right_arithmetic
         shift_right_logical""", 2),
     *_elementwise("is_finite", 1, "to_i1"),
     *_elementwise("compare", 2, "to_i1"),
-    *_elementwise("convert bitcast_convert real imag", 1, None),
+    # abs: a complex operand has a real result
+    *_elementwise("convert bitcast_convert real imag abs", 1, None),
+    *_elementwise("complex", 2, None),
     *_elementwise("map", None, None, regions="scalar"),
     # transcendental or dividing: recomputing one per broadcast element would cost real time
     *_elementwise("""

@@ -17,13 +17,11 @@ _INTEGER = re.compile(r"u?i(?:nt)?(\d+)")
 
 
 def dtype_problem(dtype: str) -> str | None:
-    """Why jdisc cannot compile values of this element type (an IR name such as `complex<f32>`,
-    `f8E4M3FN`, `i4`, `tuple<...>`, `!stablehlo.token`, or a numpy name such as `complex64`),
-    or None when it can."""
-    if dtype in SUPPORTED_DTYPES or dtype == "bfloat16":
+    """Why jdisc cannot compile values of this element type (an IR name such as `f8E4M3FN`,
+    `i4`, `tuple<...>`, `!stablehlo.token`, or a numpy name such as `float8_e4m3fn`), or None
+    when it can."""
+    if dtype in SUPPORTED_DTYPES or dtype in ("bfloat16", "complex64", "complex128"):
         return None
-    if "complex" in dtype:
-        return "complex numbers are not supported yet"
     if _SMALL_FLOAT.match(dtype):
         return "8-bit and smaller floating-point types (f8, f6, f4) are not supported yet"
     m = _INTEGER.fullmatch(dtype)

@@ -1,4 +1,4 @@
-"""dot_general as BLAS calls (f32: sgemm, f64: dgemm); a plain loop nest for other dtypes.
+"""dot_general as BLAS calls (f32, f64, c64, c128: ?gemm); a plain loop nest for other dtypes.
 
 The operand layouts were made GEMM-shaped by `canonicalize_dot_layouts`; transposes are the
 GEMM's layout flags. Sizes are int64 in the launcher and checked to fit BLAS's 32-bit `blasint`
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jdisc.dynamic_passes.dots import GemmLayout, gemm_layout
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op
+from jdisc.dynamic_passes.ir import Op, is_complex
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
@@ -19,7 +19,11 @@ from jdisc.lowering.scalar_ops import cast
 from jdisc.lowering.loops import KernelContext
 from jdisc.lowering import c_runtime
 
-BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm"}   # what jd_gemm calls
+# what jd_gemm calls, and its `kind` argument (jd_gemm.h)
+BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm",
+             "c64": "scipy_cblas_cgemm", "c128": "scipy_cblas_zgemm"}
+GEMM_KIND = {"f32": "JD_GEMM_F32", "f64": "JD_GEMM_F64", "c64": "JD_GEMM_C64",
+             "c128": "JD_GEMM_C128"}
 
 
 def layout(op: Op) -> GemmLayout:
@@ -60,7 +64,7 @@ def emit_dot(ctx: KernelContext) -> None:
         with w.block("if (gemm_k == 0)"):
             w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
             w("return 0;")
-        w(f"jd_gemm({int(out.dtype == 'f64')}, {int(bool(lay.trans_a))}, "
+        w(f"jd_gemm({GEMM_KIND[out.dtype]}, {int(bool(lay.trans_a))}, "
           f"{int(bool(lay.trans_b))}, gemm_nb, gemm_m, gemm_n, gemm_k, {a}, {b}, {output});")
         return
     # integer, f16/bf16 (or mixed) dtypes: a straightforward loop nest, accumulating in the
@@ -76,8 +80,13 @@ def emit_dot(ctx: KernelContext) -> None:
             with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
                 w(f"{ctype(acc_dt)} acc = 0;")
                 w(f"for (int64_t k = 0; k < gemm_k; k++) acc += "
-                  f"{cast(f'pa[{ia}]', a_dt, acc_dt)} * {cast(f'pb[{ib}]', b_dt, acc_dt)};")
+                  f"{_mul(cast(f'pa[{ia}]', a_dt, acc_dt), cast(f'pb[{ib}]', b_dt, acc_dt), acc_dt)};")
                 w(f"{output}[(b * gemm_m + i) * gemm_n + j] = {narrow('acc', out.dtype)};")
+
+
+def _mul(x: str, y: str, dtype: str) -> str:
+    """x * y in the compute type `dtype` (complex: XLA's four-product formula)."""
+    return f"jd_cmul_{dtype}({x}, {y})" if is_complex(dtype) else f"{x} * {y}"
 
 
 def _emit_outer_product(w: CWriter, op: Op, a: str, b: str, output: str) -> None:
@@ -94,7 +103,7 @@ def _emit_outer_product(w: CWriter, op: Op, a: str, b: str, output: str) -> None
                 bj = cast(f"{b}[b * gemm_n + j]", b_dt, acc_dt)
                 with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
                     w(f"{output}[(b * gemm_m + i) * gemm_n + j] = "
-                      f"{narrow(f'ai * {bj}', out.dtype)};")
+                      f"{narrow(_mul('ai', bj, acc_dt), out.dtype)};")
         w("return 0;")
 
 

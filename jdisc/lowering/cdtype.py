@@ -16,6 +16,7 @@ C_TYPES = {
     "f32": "float", "f64": "double", "f16": "jd_f16", "bf16": "jd_bf16", "i1": "uint8_t",
     "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
     "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+    "c64": "jd_c64", "c128": "jd_c128",   # C99 _Complex (lowering/complex_ops.py)
 }
 
 INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
@@ -55,6 +56,10 @@ def literal(value, dtype: str) -> str:
         return "1" if bool(value) else "0"
     if dtype in HALF_FLOATS:
         return f"(({ctype(dtype)})0x{half_bits(value, dtype):04x}u)"
+    if dtype in ("c64", "c128"):
+        part = "f32" if dtype == "c64" else "f64"
+        z = complex(value)
+        return f"JD_{dtype.upper()}({literal(z.real, part)}, {literal(z.imag, part)})"
     if dtype in ("f32", "f64"):
         v = float(np.float32(value)) if dtype == "f32" else float(value)
         suffix = "f" if dtype == "f32" else ""

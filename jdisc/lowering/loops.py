@@ -13,7 +13,7 @@ import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, Value, is_float, numpy_dtype
+from jdisc.dynamic_passes.ir import Op, Value, is_complex, is_float, numpy_dtype
 from jdisc.dynamic_passes.symbolic import Dim, prod
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype, literal
@@ -390,7 +390,9 @@ COMBINE = {
 def reducer_identity(reducer: str, dtype: str) -> str:
     """The C literal e with reducer(e, x) == x for every x: what extra accumulators (lanes)
     start from, so that the reduction's init value is applied once per result, as XLA does."""
-    if is_float(dtype):
+    if is_complex(dtype):
+        value = {"add": complex(-0.0, -0.0), "mul": complex(1.0, 0.0)}[reducer]
+    elif is_float(dtype):
         value = {"add": -0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}[reducer]
     elif dtype == "i1":
         value = {"add": 0, "or": 0, "xor": 0, "max": 0, "and": 1, "mul": 1, "min": 1}[reducer]

@@ -21,12 +21,13 @@ import functools
 import re
 from typing import Callable
 
-from jdisc.dynamic_passes.ir import Op, is_float, is_unsigned
+from jdisc.dynamic_passes.ir import Op, is_complex, is_float, is_unsigned
 from jdisc.dynamic_passes.ops import SAME_INDEX, SCALAR_REGION_OPS
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import (HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow,
                                    widen)
 from jdisc.lowering.cmath import C_MATH, VECTOR_FUNCTIONS
+from jdisc.lowering.complex_ops import COMPLEX_C, convert_complex, render_complex
 from jdisc.lowering import c_runtime
 
 Render = Callable[[list[str], list[str], str, Op], str]
@@ -104,6 +105,8 @@ def _convert(a, dts, out, op):
     x = a[0]
     if src == out:
         return x
+    if is_complex(src) or is_complex(out):
+        return convert_complex(x, src, out, cast)
     if src in HALF_FLOATS:                  # f16/bf16 -> f32 is exact; go on from f32
         x, src = widen(x, src), "f32"
         if out == "f32":
@@ -219,9 +222,10 @@ SCALAR_OPS: dict[str, Render] = {
     "shift_left": _int_helper("shl"), "shift_right_logical": _int_helper("shrl"),
     "shift_right_arithmetic": _int_helper("shra"), "popcnt": _int_helper("popcnt"),
     "count_leading_zeros": _int_helper("clz"), "bitcast_convert": _bitcast_convert,
-    # real/imag of a real-typed value (complex numbers are not supported)
+    # real/imag of a real-typed value (complex ones: complex_ops.py, as is `complex`)
     "real": lambda a, dts, out, op: a[0],
     "imag": lambda a, dts, out, op: f"(({ctype(out)})0)",
+    "complex": lambda a, dts, out, op: render_complex(op, a, dts, out),
     "reduce_precision": lambda a, dts, out, op: (
         f"jd_reduce_precision_{dts[0]}({a[0]}, {op.attrs['exponent_bits']}, "
         f"{op.attrs['mantissa_bits']})"),
@@ -260,6 +264,8 @@ _REDUCE_PRECISION = "\n".join(
 
 
 def render_scalar(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str) -> str:
+    if op.name != "convert" and (is_complex(out_dtype) or any(map(is_complex, in_dtypes))):
+        return render_complex(op, args, in_dtypes, out_dtype)
     if op.name not in _ON_HALF_BITS and (
             out_dtype in HALF_FLOATS or any(d in HALF_FLOATS for d in in_dtypes)):
         expr = render_scalar(op, [widen(a, d) for a, d in zip(args, in_dtypes)],
@@ -285,6 +291,8 @@ def arith(sym: str, a: str, b: str, dtype: str) -> str:
     XLA:CPU's does."""
     if dtype in HALF_FLOATS:
         return narrow(f"{widen(a, dtype)} {sym} {widen(b, dtype)}", dtype)
+    if is_complex(dtype) and sym == "*":
+        return f"jd_cmul_{dtype}({a}, {b})"
     return f"{a} {sym} {b}"
 
 
@@ -333,15 +341,17 @@ def c_prelude(uses: str) -> str:
     return "".join(chunk + "\n" for chunk in needed_helpers(_helper_chunks(), uses))
 
 
-# what a chunk defines: its functions and its types
-_DEFINES = re.compile(r"^(?:static inline [\w\s*]*?\b|typedef [\w\s*]+?\b)(jd_\w+)[(;]", re.M)
-_MENTIONS = re.compile(r"\bjd_\w+")
+# what a chunk defines: its functions, its types and its macros
+_DEFINES = re.compile(r"^(?:static inline [\w\s*]*?\b|typedef [\w\s*]+?\b)(jd_\w+)[(;]"
+                      r"|^#define (JD_\w+)\(", re.M)
+_MENTIONS = re.compile(r"\b(?:jd|JD)_\w+")
 
 
 def needed_helpers(chunks: list[str], uses: str) -> list[str]:
     """The chunks (C definitions of `jd_*` helpers) that `uses` needs, transitively, in their
     order. Linear in the size of the chunks and of `uses`."""
-    defined_by = {name: i for i, chunk in enumerate(chunks) for name in _DEFINES.findall(chunk)}
+    defined_by = {name: i for i, chunk in enumerate(chunks)
+                  for names in _DEFINES.findall(chunk) for name in names if name}
     keep: set[int] = set()
     todo = [defined_by[n] for n in set(_MENTIONS.findall(uses)) if n in defined_by]
     while todo:
@@ -357,7 +367,7 @@ def needed_helpers(chunks: list[str], uses: str) -> list[str]:
 def _helper_chunks() -> list[str]:
     """Every helper definition, one chunk each (a header or group that defines several
     together is one chunk), in an order where each comes after what it calls."""
-    lines = [HALF_C, _BLEND_C, _REDUCE_PRECISION] + _half_prelude() + [
+    lines = [HALF_C, _BLEND_C, COMPLEX_C, _REDUCE_PRECISION] + _half_prelude() + [
         "static inline int32_t jd_total_f32(float x) { int32_t b; memcpy(&b, &x, 4); "
         "return b < 0 ? b ^ 0x7fffffff : b; }",
         "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "

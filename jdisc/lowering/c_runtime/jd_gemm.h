@@ -9,8 +9,11 @@
 #define JD_GEMM_SPLIT_WORK 4194304.0   /* multiply-adds (2^22, about 0.1 ms on two cores) */
 #define JD_GEMM_MIN_ROWS 32            /* a piece's rows or columns, at least */
 
+/* the element type: what jd_gemm's `kind` selects */
+enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
+
 typedef struct {
-  int f64, trans_a, trans_b;
+  int kind, trans_a, trans_b;
   int64_t m, n, k, lda, ldb, stride_a, stride_b, stride_c;
   const void *a, *b;
   void *c;
@@ -37,24 +40,42 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
   }
   const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
   const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-  if (g->f64)
+  switch (g->kind) {
+  case JD_GEMM_F64:
     scipy_cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, 1,
                       (const double *)g->a + oa, (blasint)g->lda, (const double *)g->b + ob,
                       (blasint)g->ldb, 0, (double *)g->c + oc, (blasint)g->n);
-  else
+    break;
+  case JD_GEMM_C64: {
+    const float one[2] = {1, 0}, zero[2] = {0, 0};
+    scipy_cblas_cgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, one,
+                      (const float *)g->a + 2 * oa, (blasint)g->lda, (const float *)g->b + 2 * ob,
+                      (blasint)g->ldb, zero, (float *)g->c + 2 * oc, (blasint)g->n);
+    break;
+  }
+  case JD_GEMM_C128: {
+    const double one[2] = {1, 0}, zero[2] = {0, 0};
+    scipy_cblas_zgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, one,
+                      (const double *)g->a + 2 * oa, (blasint)g->lda,
+                      (const double *)g->b + 2 * ob, (blasint)g->ldb, zero,
+                      (double *)g->c + 2 * oc, (blasint)g->n);
+    break;
+  }
+  default:
     scipy_cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)g->k, 1,
                       (const float *)g->a + oa, (blasint)g->lda, (const float *)g->b + ob,
                       (blasint)g->ldb, 0, (float *)g->c + oc, (blasint)g->n);
+  }
 }
 
 /* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n); the callers checked
    that every size fits blasint. */
-static void jd_gemm(int f64, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
+static void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
                     int64_t k, const void *a, const void *b, void *c) {
   if (scipy_openblas_get_num_threads() != 1) scipy_openblas_set_num_threads(1);  /* if reset */
-  jd_gemm_job g = {f64, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n,
+  jd_gemm_job g = {kind, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n,
                    m * k, k * n, m * n, a, b, c, 1, 0, 0};
-  const double work = (double)nb * m * n * k;
+  const double work = (double)nb * m * n * k * (kind >= JD_GEMM_C64 ? 4 : 1);
   /* All the pool's threads, busy machine or not: a late worker costs nothing, and fewer
      threads would only give up CPU share to the neighbours (measured: `jdisc bench --busy 2`,
      W1 and W3, against a count adapted to /proc/loadavg). */

@@ -1,0 +1,174 @@
+"""complex64 and complex128 in C: the types, their helpers, and the C of every elementwise op
+with a complex operand or result (`scalar_ops.render_scalar` hands those here).
+
+Values are C99 `_Complex` (numpy's and XLA's layout: real part, then imaginary part), typedef'd
+`jd_c64` / `jd_c128`. <complex.h>'s `I` and `complex` macros are undefined so that no generated
+name can ever meet them. Addition, subtraction, negation and `==` are C's own. Multiplication is
+the plain four-product formula, as XLA:CPU's (C99 Annex G's recovery of infinities from NaN
+products would also keep GCC from vectorising it); division scales by the larger part of the
+divisor (Smith). Transcendental functions are libm's C99 complex functions except where their
+results differ from XLA:CPU's (measured by tests/test_complex.py on a grid of finite and
+special values): log1p and expm1 are written out so that they stay accurate near 0.
+"""
+
+from __future__ import annotations
+
+from jdisc.dynamic_passes.ir import COMPLEX_PARTS, Op, is_complex
+from jdisc.errors import UnsupportedOpError
+
+C_COMPLEX_TYPES = {"c64": "jd_c64", "c128": "jd_c128"}
+
+
+def _functions(t: str) -> str:
+    """The helpers of one complex dtype (`t` is c64 or c128)."""
+    ct = C_COMPLEX_TYPES[t]
+    r = "float" if t == "c64" else "double"
+    s = "f" if t == "c64" else ""
+    mk = f"JD_{t.upper()}"
+    re, im = f"creal{s}", f"cimag{s}"
+    return f"""\
+static inline {ct} jd_cmul_{t}({ct} a, {ct} b) {{
+  const {r} ar = {re}(a), ai = {im}(a), br = {re}(b), bi = {im}(b);
+  return {mk}(ar * br - ai * bi, ar * bi + ai * br);
+}}
+static inline {ct} jd_cdiv_{t}({ct} a, {ct} b) {{
+  const {r} ar = {re}(a), ai = {im}(a), br = {re}(b), bi = {im}(b);
+  if (fabs{s}(br) >= fabs{s}(bi)) {{
+    if (br == 0) return {mk}(ar / fabs{s}(br), ai / fabs{s}(br));
+    const {r} q = bi / br, d = br + bi * q;
+    return {mk}((ar + ai * q) / d, (ai - ar * q) / d);
+  }}
+  const {r} q = br / bi, d = bi + br * q;
+  return {mk}((ar * q + ai) / d, (ai * q - ar) / d);
+}}
+static inline {ct} jd_cblend_{t}(int c, {ct} a, {ct} b) {{
+  return {mk}(jd_blend_f{'32' if t == 'c64' else '64'}(c, {re}(a), {re}(b)),
+              jd_blend_f{'32' if t == 'c64' else '64'}(c, {im}(a), {im}(b)));
+}}
+static inline {r} jd_cabs_{t}({ct} a) {{
+  const {r} x = {re}(a), y = {im}(a);
+  return (x != x || y != y) ? NAN : hypot{s}(x, y);
+}}
+static inline {ct} jd_crsqrt_{t}({ct} a) {{ return 1 / csqrt{s}(a); }}
+static inline {ct} jd_cpow_{t}({ct} a, {ct} b) {{
+  if (b == 0 || a == 1) return {mk}(1, 0);
+  const {r} c = {re}(b), d = {im}(b), arg = atan2{s}({im}(a), {re}(a));
+  const {r} lnr = log{s}(hypot{s}({re}(a), {im}(a))), q = c * arg + d * lnr;
+  const {r} m = exp{s}(c * lnr - d * arg);
+  return {mk}(m * cos{s}(q), m * sin{s}(q));
+}}
+static inline {ct} jd_clog1p_{t}({ct} a) {{
+  const {r} x = {re}(a), y = {im}(a);
+  if (!(fabs{s}(x) < ({r})1e-4 && fabs{s}(y) < ({r})1e-4)) return clog{s}({mk}(x + 1, y));
+  return {mk}(({r})0.5 * log1p{s}(x * (x + 2) + y * y), atan2{s}(y, x + 1));
+}}
+static inline {ct} jd_cexpm1_{t}({ct} a) {{
+  const {r} x = {re}(a), y = {im}(a);
+  if (y == 0) return {mk}(expm1{s}(x), y);          /* XLA: NaN + 0i -> NaN + 0i */
+  if (!isfinite(y)) return {mk}(NAN, NAN);           /* XLA: cos(inf) poisons both parts */
+  if (!(fabs{s}(x) < 1 && fabs{s}(y) < 1)) return cexp{s}(a) - 1;
+  const {r} h = sin{s}(y / 2);
+  return {mk}(expm1{s}(x) * cos{s}(y) - 2 * h * h, exp{s}(x) * sin{s}(y));
+}}
+/* tanh(+-0 + inf i), tanh(+-0 + NaN i) and tan(+-inf + 0i), tan(NaN + 0i) are NaN + NaN i in
+ * XLA (C99 keeps the zero) */
+static inline {ct} jd_ctanh_{t}({ct} a) {{
+  if ({re}(a) == 0 && !isfinite({im}(a))) return {mk}(NAN, NAN);
+  return ctanh{s}(a);
+}}
+static inline {ct} jd_ctan_{t}({ct} a) {{
+  if (!isfinite({re}(a)) && {im}(a) == 0) return {mk}(NAN, NAN);
+  return ctan{s}(a);
+}}
+static inline {ct} jd_csign_{t}({ct} a) {{
+  const {r} m = jd_cabs_{t}(a);
+  if (m != m) return {mk}(NAN, NAN);
+  return m == 0 ? {mk}(0, 0) : {mk}({re}(a) / m, {im}(a) / m);
+}}
+static inline {ct} jd_clogistic_{t}({ct} a) {{
+  return jd_cdiv_{t}({mk}(1, 0), {mk}(1, 0) + cexp{s}(-a));
+}}"""
+
+
+COMPLEX_C = "\n".join([
+    "#include <complex.h>\n#undef I\n#undef complex",
+    "typedef float _Complex jd_c64;",
+    "typedef double _Complex jd_c128;",
+    "/* a complex value from its parts; a constant expression (static initialisers use it) */",
+    "#define JD_C64(re, im) __builtin_complex((float)(re), (float)(im))",
+    "#define JD_C128(re, im) __builtin_complex((double)(re), (double)(im))",
+    _functions("c64"), _functions("c128")])
+
+
+def _s(t: str) -> str:
+    return "f" if t == "c64" else ""
+
+
+def _libm(name: str):
+    """A C99 complex libm function (`cexpf` for c64, `cexp` for c128)."""
+    return lambda a, dts, out, op: f"c{name}{_s(dts[0])}({', '.join(a)})"
+
+
+def _helper(name: str):
+    return lambda a, dts, out, op: f"jd_c{name}_{dts[0]}({', '.join(a)})"
+
+
+def _compare(a, dts, out, op):
+    direction = op.attrs["comparison_direction"]
+    if direction not in ("EQ", "NE"):
+        raise UnsupportedOpError(f"stablehlo.compare {direction} on {dts[0]} at {op.loc}: "
+                                 f"complex numbers are not ordered")
+    return f"({a[0]} {'==' if direction == 'EQ' else '!='} {a[1]})"
+
+
+def _select(a, dts, out, op):
+    return f"jd_cblend_{out}({a[0]}, {a[1]}, {a[2]})"
+
+
+def _real_part(a, dts, out, op):
+    return f"creal{_s(dts[0])}({a[0]})"
+
+
+def _imag_part(a, dts, out, op):
+    return f"cimag{_s(dts[0])}({a[0]})"
+
+
+def _make(a, dts, out, op):
+    return f"JD_{out.upper()}({a[0]}, {a[1]})"
+
+
+COMPLEX_OPS = {
+    "add": lambda a, dts, out, op: f"({a[0]} + {a[1]})",
+    "subtract": lambda a, dts, out, op: f"({a[0]} - {a[1]})",
+    "negate": lambda a, dts, out, op: f"(-({a[0]}))",
+    # division: C's own, with Annex G's recovery of infinities and zeros (XLA's results)
+    "multiply": _helper("mul"), "divide": lambda a, dts, out, op: f"({a[0]} / {a[1]})",
+    "abs": _helper("abs"),
+    "sign": _helper("sign"), "rsqrt": _helper("rsqrt"), "log_plus_one": _helper("log1p"),
+    "exponential_minus_one": _helper("expm1"), "logistic": _helper("logistic"),
+    "exponential": _libm("exp"), "log": _libm("log"), "sqrt": _libm("sqrt"),
+    "sine": _libm("sin"), "cosine": _libm("cos"), "tan": _helper("tan"), "tanh": _helper("tanh"),
+    "power": _helper("pow"),
+    "compare": _compare, "select": _select, "real": _real_part, "imag": _imag_part,
+    "complex": _make,
+}
+
+
+def render_complex(op: Op, args: list[str], in_dtypes: list[str], out_dtype: str) -> str:
+    """The C of an elementwise op whose operands or result are complex (not convert)."""
+    fn = COMPLEX_OPS.get(op.name)
+    if fn is None:
+        raise UnsupportedOpError(f"stablehlo.{op.name} on complex numbers at {op.loc}")
+    return fn(args, in_dtypes, out_dtype, op)
+
+
+def convert_complex(x: str, src: str, out: str, real_convert) -> str:
+    """stablehlo.convert with a complex source or result: complex -> complex casts both parts,
+    complex -> real keeps the real part (then converts it as that real type), real -> complex
+    has a zero imaginary part. `real_convert(expr, src, dst)` converts between real types."""
+    if is_complex(src) and is_complex(out):
+        return f"(({C_COMPLEX_TYPES[out]})({x}))"
+    if is_complex(src):
+        return real_convert(f"creal{_s(src)}({x})", COMPLEX_PARTS[src], out)
+    part = COMPLEX_PARTS[out]
+    return f"JD_{out.upper()}({real_convert(x, src, part)}, 0)"
