@@ -17,6 +17,7 @@ from jaxlib.mlir.dialects import chlo, stablehlo
 
 from jdisc.dynamic_passes import legacy_ops, symbolic, top_k
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype
+from jdisc.dynamic_passes.linalg import import_lapack_call, lapack_routine
 from jdisc.dynamic_passes.ops import CONTROL_OPS, SCALAR_REGION_OPS
 from jdisc.dynamic_passes.supported import dtype_problem
 from jdisc.errors import (ArgumentError, JdiscError, UnsupportedOpError, compile_stage,
@@ -296,7 +297,7 @@ def convert_attr(name: str, a: ir.Attribute) -> Any:
 
 # --------------------------------------------------------------------------- import
 
-_LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi")
+_LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi", "lapack_ctrsm_ffi", "lapack_ztrsm_ffi")
 # custom calls that are StableHLO ops with a run-time shape operand (jax's lowering of an op
 # whose result shape is symbolic): imported as the op of that name
 _DYNAMIC_OP_CALLS = {"stablehlo.dynamic_rng_bit_generator": "dynamic_rng_bit_generator"}
@@ -315,7 +316,7 @@ def _trsm_from_lapack(o, op: Op) -> None:
     op.name = "triangular_solve"
     op.operands = op.operands[:2]
     op.attrs = {"left_side": flag["side"] == "L", "lower": flag["uplo"] == "L",
-                "transpose_a": "NO_TRANSPOSE" if flag["trans_x"] == "N" else "TRANSPOSE",
+                "transpose_a": {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[flag["trans_x"]],
                 "unit_diagonal": flag["diag"] == "U"}
 
 class _Importer:
@@ -384,6 +385,8 @@ class _Importer:
             op.name = op.attrs.get("call_target_name", "custom_call")
             if op.name in _LAPACK_TRSM:
                 _trsm_from_lapack(o, op)
+            elif lapack_routine(op.name):
+                import_lapack_call(o, op, _scalar_attr_value)
             elif op.name == "stablehlo.dynamic_reduce_window":
                 self.dynamic_reduce_window(o, op)
             elif op.name in _DYNAMIC_OP_CALLS:

@@ -366,6 +366,17 @@ class _Propagator(SymbolicContents):
         self.same_shape(op, a.shape[:-2], b.shape[:-2], "batch dimensions")
         return [b.shape]
 
+    def shape_lapack(self, op):
+        """A LAPACK call's results have the shapes its trailing shape operands hold (symbolic
+        exports), or their static types; the shape operands are then dropped."""
+        k = op.attrs.pop("shape_operands", 0)
+        if not k:
+            return [self.from_type(op, r) for r in op.results]
+        shape_ops = op.operands[len(op.operands) - k:]
+        op.operands = op.operands[:len(op.operands) - k]
+        return [self.require_sym(op, v, f"shape of result {i}")
+                for i, v in enumerate(shape_ops)]
+
     def shape_dynamic_reduce_window(self, op):
         # operands: the n inputs, their n init values, then the five shape operands
         n = len(op.results)

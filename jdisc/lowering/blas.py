@@ -107,7 +107,8 @@ def _emit_outer_product(w: CWriter, op: Op, a: str, b: str, output: str) -> None
         w("return 0;")
 
 
-BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm"}
+BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm",
+             "c64": "scipy_cblas_ctrsm", "c128": "scipy_cblas_ztrsm"}
 
 # GEMMs run as single-threaded BLAS calls on the program's pool (c_runtime/jd_gemm.h): OpenBLAS's
 # own threads end a GEMM when the slowest of them does, which on a busy machine is a scheduler
@@ -126,15 +127,21 @@ def emit_trsm(ctx: KernelContext) -> None:
         raise UnsupportedOpError(f"stablehlo.triangular_solve on {dt} at {op.loc}")
     a, b = inputs
     left, lower = op.attrs.get("left_side"), op.attrs.get("lower")
-    trans = "CblasNoTrans" if "NO_TRANSPOSE" in str(op.attrs.get("transpose_a")) \
-        else "CblasTrans"   # TRANSPOSE, and ADJOINT of a real matrix
+    how = str(op.attrs.get("transpose_a"))
+    trans = ("CblasNoTrans" if "NO_TRANSPOSE" in how else
+             "CblasConjTrans" if "ADJOINT" in how and is_complex(dt) else
+             "CblasTrans")   # TRANSPOSE, and ADJOINT of a real matrix
     diag = "CblasUnit" if op.attrs.get("unit_diagonal") else "CblasNonUnit"
     w(f"const int64_t nb = {dim(prod(b_val.shape[:-2]))}, rows = {dim(b_val.shape[-2])}, "
       f"cols = {dim(b_val.shape[-1])}, m = {dim(a_val.shape[-1])};")
     w(f"jd_copy({output}, {b}, sizeof({ctype(dt)}) * (size_t)(nb * rows * cols));")
     w("if (nb == 0 || rows == 0 || cols == 0) return 0;")
+    one = "1"
+    if is_complex(dt):   # the complex ?trsm take alpha by address
+        w(f"const {ctype(dt)} one = 1;")
+        one = "&one"
     with w.block("for (int64_t i = 0; i < nb; i++)"):
         w(f"{BLAS_TRSM[dt]}(CblasRowMajor, {'CblasLeft' if left else 'CblasRight'}, "
           f"{'CblasLower' if lower else 'CblasUpper'}, {trans}, {diag}, (blasint)rows, "
-          f"(blasint)cols, 1, {a} + i * m * m, (blasint)m, {output} + i * rows * cols, "
+          f"(blasint)cols, {one}, {a} + i * m * m, (blasint)m, {output} + i * rows * cols, "
           f"(blasint)cols);")

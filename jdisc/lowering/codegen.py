@@ -16,7 +16,7 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program
 from jdisc.dynamic_passes.dim_text import to_c
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import (bitcast, blas, control, conv, ffi, launcher, reductions, rng,
+from jdisc.lowering import (bitcast, blas, control, conv, ffi, lapack, launcher, reductions, rng,
                             scatter, sort, stitch)
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
@@ -84,7 +84,9 @@ def _generate(prog: Program) -> CProgram:
     section.emit_bind(body)
     extra = launcher.blas_checks(
         [(d, f"stablehlo.dot_general at {k.root.loc}")
-         for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)])
+         for k in kernels if k.kind in ("dot", "solve") for d in blas.size_limits(k)]
+        + [(d, f"LAPACK {k.root.attrs['routine']} at {k.root.loc}")
+           for k in kernels if k.kind == "lapack" for d in lapack.size_limits(k)])
     sized = [(v, f"stablehlo.{op.name} at {op.loc}")
              for p in every for op in p.body.ops for v in op.results]
     guards = launcher.size_guards(sized, c_dim_name)
@@ -123,6 +125,8 @@ def _generate(prog: Program) -> CProgram:
     for inc in ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h",
                 "stdio.h", "cblas.h"):
         head(f"#include <{inc}>")
+    if any(k.kind == "lapack" for k in kernels):   # it includes <complex.h>: drop its macros
+        head("#include <lapacke.h>\n#undef I\n#undef complex")
     head()
     fixed = (launcher.ERROR_HELPER + "\n" + launcher.POOL + "\n" + blas.GEMM_HELPER + "\n"
              + launcher.ARENA + "\n")
@@ -269,6 +273,7 @@ def _restrict(k: Kernel, v) -> str:
 _EMITTERS = {
     "dot": (blas.emit_dot, False),
     "solve": (blas.emit_trsm, False),
+    "lapack": (lapack.emit_lapack, True),
     "conv": (conv.emit_conv, True),
     "stitch": (stitch.emit_stitch, True),
     "loop": (stitch.emit_loop, False),

@@ -80,6 +80,23 @@ static inline {ct} jd_ctan_{t}({ct} a) {{
   if (!isfinite({re}(a)) && {im}(a) == 0) return {mk}(NAN, NAN);
   return ctan{s}(a);
 }}
+/* maximum and minimum order complex numbers by real part, then imaginary part (StableHLO) */
+static inline {ct} jd_cmax_{t}({ct} a, {ct} b) {{
+  return ({re}(a) > {re}(b) || ({re}(a) == {re}(b) && {im}(a) >= {im}(b))) ? a : b;
+}}
+static inline {ct} jd_cmin_{t}({ct} a, {ct} b) {{
+  return ({re}(a) < {re}(b) || ({re}(a) == {re}(b) && {im}(a) <= {im}(b))) ? a : b;
+}}
+/* atan2(y, x) = -i log((x + iy) / sqrt(x^2 + y^2)), and the principal cube root */
+static inline {ct} jd_catan2_{t}({ct} y, {ct} x) {{
+  const {ct} iy = {mk}(-{im}(y), {re}(y));
+  const {ct} l = clog{s}((x + iy) / csqrt{s}(jd_cmul_{t}(x, x) + jd_cmul_{t}(y, y)));
+  return {mk}({im}(l), -{re}(l));
+}}
+static inline {ct} jd_ccbrt_{t}({ct} a) {{
+  if (a == 0) return a;
+  return cexp{s}(clog{s}(a) / 3);
+}}
 static inline {ct} jd_csign_{t}({ct} a) {{
   const {r} m = jd_cabs_{t}(a);
   if (m != m) return {mk}(NAN, NAN);
@@ -90,6 +107,27 @@ static inline {ct} jd_clogistic_{t}({ct} a) {{
 }}"""
 
 
+def _unpack_eigenvectors(t: str) -> str:
+    """jd_unpack_eigenvectors_<t>: LAPACK's real geev eigenvectors (row-major n x n, a complex
+    conjugate pair j, j+1 stored as the real and imaginary columns) as complex columns."""
+    ct, rt, mk = C_COMPLEX_TYPES[t], "float" if t == "c64" else "double", f"JD_{t.upper()}"
+    return f"""\
+static inline void jd_unpack_eigenvectors_{t}({ct} *out, const {rt} *v, const {rt} *wi,
+                                               int64_t n) {{
+  for (int64_t j = 0; j < n; j++) {{
+    if (wi[j] != 0 && j + 1 < n) {{
+      for (int64_t r = 0; r < n; r++) {{
+        out[r * n + j] = {mk}(v[r * n + j], v[r * n + j + 1]);
+        out[r * n + j + 1] = {mk}(v[r * n + j], -v[r * n + j + 1]);
+      }}
+      j++;
+    }} else {{
+      for (int64_t r = 0; r < n; r++) out[r * n + j] = {mk}(v[r * n + j], 0);
+    }}
+  }}
+}}"""
+
+
 COMPLEX_C = "\n".join([
     "#include <complex.h>\n#undef I\n#undef complex",
     "typedef float _Complex jd_c64;",
@@ -97,7 +135,8 @@ COMPLEX_C = "\n".join([
     "/* a complex value from its parts; a constant expression (static initialisers use it) */",
     "#define JD_C64(re, im) __builtin_complex((float)(re), (float)(im))",
     "#define JD_C128(re, im) __builtin_complex((double)(re), (double)(im))",
-    _functions("c64"), _functions("c128")])
+    _functions("c64"), _functions("c128"), _unpack_eigenvectors("c64"),
+    _unpack_eigenvectors("c128")])
 
 
 def _s(t: str) -> str:
@@ -148,7 +187,8 @@ COMPLEX_OPS = {
     "exponential_minus_one": _helper("expm1"), "logistic": _helper("logistic"),
     "exponential": _libm("exp"), "log": _libm("log"), "sqrt": _libm("sqrt"),
     "sine": _libm("sin"), "cosine": _libm("cos"), "tan": _helper("tan"), "tanh": _helper("tanh"),
-    "power": _helper("pow"),
+    "power": _helper("pow"), "maximum": _helper("max"), "minimum": _helper("min"),
+    "atan2": _helper("atan2"), "cbrt": _helper("cbrt"),
     "compare": _compare, "select": _select, "real": _real_part, "imag": _imag_part,
     "complex": _make,
 }

@@ -379,8 +379,12 @@ def loop_nest(w: CWriter, shape: Sequence[Dim], dim, prefix: str = "i", start: i
 COMBINE = {
     "add": lambda a, b, t: arith("+", a, b, t),
     "mul": lambda a, b, t: arith("*", a, b, t),
-    "max": lambda a, b, t: f"jd_fmax_{t}({a}, {b})" if is_float(t) else f"({b} > {a} ? {b} : {a})",
-    "min": lambda a, b, t: f"jd_fmin_{t}({a}, {b})" if is_float(t) else f"({b} < {a} ? {b} : {a})",
+    "max": lambda a, b, t: (f"jd_fmax_{t}({a}, {b})" if is_float(t) else
+                            f"jd_cmax_{t}({a}, {b})" if is_complex(t) else
+                            f"({b} > {a} ? {b} : {a})"),
+    "min": lambda a, b, t: (f"jd_fmin_{t}({a}, {b})" if is_float(t) else
+                            f"jd_cmin_{t}({a}, {b})" if is_complex(t) else
+                            f"({b} < {a} ? {b} : {a})"),
     "and": lambda a, b, t: f"{a} & {b}",
     "or": lambda a, b, t: f"{a} | {b}",
     "xor": lambda a, b, t: f"{a} ^ {b}",
@@ -391,7 +395,8 @@ def reducer_identity(reducer: str, dtype: str) -> str:
     """The C literal e with reducer(e, x) == x for every x: what extra accumulators (lanes)
     start from, so that the reduction's init value is applied once per result, as XLA does."""
     if is_complex(dtype):
-        value = {"add": complex(-0.0, -0.0), "mul": complex(1.0, 0.0)}[reducer]
+        value = {"add": complex(-0.0, -0.0), "mul": complex(1.0, 0.0),
+                 "max": complex(-math.inf, -math.inf), "min": complex(math.inf, math.inf)}[reducer]
     elif is_float(dtype):
         value = {"add": -0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}[reducer]
     elif dtype == "i1":
