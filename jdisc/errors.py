@@ -32,7 +32,7 @@ class ShapeError(JdiscError, ValueError):
 
 
 class UnsupportedOpError(JdiscError, NotImplementedError):
-    """The program uses a StableHLO op, an element type (complex, f8, sub-byte integers, tuples,
+    """The program uses a StableHLO op, an element type (f8, sub-byte integers, tuples,
     tokens) or an attribute jdisc cannot compile yet."""
 
 

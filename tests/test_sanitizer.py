@@ -59,7 +59,8 @@ def test_differential_suite_under_asan_ubsan():
              os.path.join(HERE, "test_ops.py"), os.path.join(HERE, "test_dtypes.py"),
              os.path.join(HERE, "test_control_flow.py"),
              os.path.join(HERE, "test_rng.py"), os.path.join(HERE, "test_bitcast.py"),
-             os.path.join(HERE, "test_cnn_kernels.py"), os.path.join(HERE, "test_gemm_pool.py")],
+             os.path.join(HERE, "test_cnn_kernels.py"), os.path.join(HERE, "test_gemm_pool.py"),
+             os.path.join(HERE, "test_linalg.py")],
             env=_env(cache), capture_output=True, text=True, timeout=1800, cwd=HERE)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
