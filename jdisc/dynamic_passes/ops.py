@@ -98,6 +98,7 @@ _ENTRIES: list[OpInfo] = [
     OpInfo("sort", "reduction", kernel="sort", reads_memory=True, regions="scalar"),
     OpInfo("triangular_solve", "reduction", kernel="solve", reads_memory=True),
     OpInfo("lapack", "reduction", kernel="lapack", reads_memory=True),   # linalg.py
+    OpInfo("fft", "reduction", kernel="fft", reads_memory=True, operands=1),
     OpInfo("reduce_window", "reduction", kernel="window", regions="reducer"),
     OpInfo("convolution", "reduction", kernel="conv", reads_memory=True),
     OpInfo("scatter", "reduction", kernel="scatter", reads_memory=True, regions="scalar"),

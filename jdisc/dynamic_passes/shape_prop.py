@@ -377,6 +377,24 @@ class _Propagator(SymbolicContents):
         return [self.require_sym(op, v, f"shape of result {i}")
                 for i, v in enumerate(shape_ops)]
 
+    def shape_fft(self, op):
+        """The transformed trailing axes have the fft_length sizes (an IRFFT's last operand
+        axis: length // 2 + 1); RFFT keeps length // 2 + 1 entries of the last, IRFFT
+        returns length of them."""
+        x = op.operands[0]
+        lengths = tuple(int(n) for n in op.attrs.get("fft_length", ()))
+        kind = str(op.attrs.get("fft_type", ""))
+        inverse_real = "IRFFT" in kind
+        if not 1 <= len(lengths) <= min(3, x.rank):
+            raise self.fail(op, f"fft_length {list(lengths)} for an operand of rank {x.rank}")
+        want = lengths[:-1] + ((lengths[-1] // 2 + 1) if inverse_real else lengths[-1],)
+        self.same_shape(op, x.shape[-len(lengths):], want, "the transformed axes")
+        if "RFFT" in kind and not inverse_real:
+            return [x.shape[:-1] + (lengths[-1] // 2 + 1,)]
+        if inverse_real:
+            return [x.shape[:-1] + (lengths[-1],)]
+        return [x.shape]
+
     def shape_dynamic_reduce_window(self, op):
         # operands: the n inputs, their n init values, then the five shape operands
         n = len(op.results)

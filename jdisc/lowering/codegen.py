@@ -16,8 +16,8 @@ from jdisc.dynamic_passes.fusion import Kernel
 from jdisc.dynamic_passes.ir import ArgSpec, Program
 from jdisc.dynamic_passes.dim_text import to_c
 from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import (bitcast, blas, control, conv, ffi, lapack, launcher, reductions, rng,
-                            scatter, sort, stitch)
+from jdisc.lowering import (bitcast, blas, control, conv, ffi, fft, lapack, launcher,
+                            reductions, rng, scatter, sort, stitch)
 from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cdtype import array_initializer, ctype
 from jdisc.lowering.cwriter import CWriter
@@ -127,12 +127,14 @@ def _generate(prog: Program) -> CProgram:
         head(f"#include <{inc}>")
     if any(k.kind == "lapack" for k in kernels):   # it includes <complex.h>: drop its macros
         head("#include <lapacke.h>\n#undef I\n#undef complex")
+    fft_header = (c_runtime.source("jd_fft.h") + "\n") if any(k.kind == "fft" for k in kernels) \
+        else ""
     head()
     fixed = (launcher.ERROR_HELPER + "\n" + launcher.POOL + "\n" + blas.GEMM_HELPER + "\n"
              + launcher.ARENA + "\n")
     rest = fixed + text + ffi.ffi_handler(prog)
-    source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + c_prelude(rest) + "\n"
-              + rest)
+    source = (head.text() + c_runtime.source("jd_dims.h") + "\n" + fft_header
+              + c_prelude(rest) + "\n" + rest)
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
@@ -274,6 +276,7 @@ _EMITTERS = {
     "dot": (blas.emit_dot, False),
     "solve": (blas.emit_trsm, False),
     "lapack": (lapack.emit_lapack, True),
+    "fft": (fft.emit_fft, True),
     "conv": (conv.emit_conv, True),
     "stitch": (stitch.emit_stitch, True),
     "loop": (stitch.emit_loop, False),

@@ -1,0 +1,72 @@
+"""jnp.fft with a dynamic batch, differential against jax.jit (XLA:CPU runs DUCC's FFT; jdisc
+its own, c_runtime/jd_fft.h, computed in double precision).
+
+jax.export fixes every transformed length at trace time, so the lengths here are static and
+the batch dims dynamic (0, 1, several). Lengths cover 1, powers of two, primes (7, 17, 1009:
+Bluestein's algorithm) and composites. Tolerance: 1e-5 of the output's scale for f32/c64
+(both sides round to f32 once per output; XLA's f32 FFT also rounds inside) and 1e-12 for
+f64/c128.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import differential
+
+F = jnp.fft
+
+
+def rand(rng, shape, complex_):
+    x = rng.standard_normal(shape)
+    return x + 1j * rng.standard_normal(shape) if complex_ else x
+
+
+def run(rng, fns, shape, complex_, x64, dyn=({0: "b"},), batches=(0, 1, 3)):
+    dtype = (np.complex128 if x64 else np.complex64) if complex_ else \
+        (np.float64 if x64 else np.float32)
+    group = lambda x: {name: fn(x) for name, fn in fns.items()}
+    arg_sets = {f"b={b}": (rand(rng, (b,) + shape, complex_).astype(dtype),) for b in batches}
+    with jax.enable_x64(x64):
+        differential(group, dyn, arg_sets, 1e-12 if x64 else 1e-5,
+                     what=f"{'/'.join(fns)} {shape} {np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 17, 30, 1009])
+@pytest.mark.parametrize("x64", [False, True])
+def test_one_axis(rng, n, x64):
+    run(rng, {"fft": F.fft, "ifft": F.ifft, "fft.ortho": lambda x: F.fft(x, norm="ortho"),
+              "ifft.forward": lambda x: F.ifft(x, norm="forward"),
+              "hfft": lambda x: F.hfft(x, n=2 * n), "fft.padded": lambda x: F.fft(x, n=n + 3)},
+        (n,), True, x64)
+    run(rng, {"rfft": F.rfft, "ihfft": F.ihfft, "rfft.ortho": lambda x: F.rfft(x, norm="ortho"),
+              "fft.real": F.fft},
+        (n,), False, x64)
+    # irfft's input has n // 2 + 1 entries for an even or odd output length n
+    run(rng, {"irfft.even": lambda x: F.irfft(x, n=2 * (x.shape[-1] - 1) or 1),
+              "irfft.odd": lambda x: F.irfft(x, n=2 * x.shape[-1] - 1)},
+        (n // 2 + 1,), True, x64)
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (5, 7), (1, 9), (3, 4, 5), (2, 3, 8)])
+def test_two_and_three_axes(rng, shape):
+    axes = tuple(range(-len(shape), 0))
+    run(rng, {"fftn": lambda x: F.fftn(x, axes=axes), "ifftn": lambda x: F.ifftn(x, axes=axes),
+              "fft2": lambda x: F.fft2(x), "ifft2": lambda x: F.ifft2(x, norm="ortho")},
+        shape, True, False)
+    run(rng, {"rfftn": lambda x: F.rfftn(x, axes=axes), "rfft2": lambda x: F.rfft2(x)},
+        shape, False, False)
+    run(rng, {"irfftn": lambda x: F.irfftn(x, axes=axes), "irfft2": F.irfft2,
+              "irfftn.odd": lambda x: F.irfftn(
+                  x, s=shape[:-1] + (2 * shape[-1] - 1,), axes=axes)},
+        shape, True, False)
+
+
+def test_batch_in_the_middle_and_helpers(rng):
+    # the transformed axis need not be last: jax transposes around the op
+    run(rng, {"fft.axis0": lambda x: F.fft(x, axis=1), "shift": lambda x: F.fftshift(x, axes=1),
+              "ishift": lambda x: F.ifftshift(F.fft(x, axis=1), axes=1),
+              "freq": lambda x: x[..., :1] * F.fftfreq(8)[None, :, None].astype(x.dtype),
+              "rfreq": lambda x: F.rfftfreq(8, d=0.5)},
+        (8, 3), True, False, dyn=({0: "b", 2: "c"},))
