@@ -70,3 +70,44 @@ def test_torch_index_select(axis, rng):
         i = rng.integers(0, n, (2, k)).astype(np.int32)
         (got,) = f(x, i)
         assert_close(got, np.take(x, i, axis=axis), 0)
+
+
+CHLO_BROADCASTS = """
+func.func @main(%a: tensor<?x4xf32>, %b: tensor<?x1xf32>, %c: tensor<?xf32>)
+    -> (tensor<?x4xf32>, tensor<?x?xf32>, tensor<?x?xi1>) {
+  %0 = chlo.broadcast_add %a, %b : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %1 = chlo.broadcast_multiply %b, %c : (tensor<?x1xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+  %2 = chlo.broadcast_compare %b, %c {comparison_direction = #chlo<comparison_direction GT>}
+      : (tensor<?x1xf32>, tensor<?xf32>) -> tensor<?x?xi1>
+  return %0, %1, %2 : tensor<?x4xf32>, tensor<?x?xf32>, tensor<?x?xi1>
+}
+"""
+
+
+def test_chlo_broadcasting_ops_with_dynamic_shapes(rng):
+    # chlo-legalize-to-stablehlo leaves shape.shape_of / cstr_broadcastable / assuming /
+    # broadcast around them: the witness is a run-time check, the region runs inline
+    f = jdisc.compile_stablehlo(CHLO_BROADCASTS)
+    for n, k in [(0, 3), (1, 1), (3, 1), (5, 7), (1, 0)]:
+        a = rng.standard_normal((n, 4)).astype(np.float32)
+        b = rng.standard_normal((n, 1)).astype(np.float32)
+        c = rng.standard_normal(k).astype(np.float32)
+        got = f(a, b, c)
+        for g, want in zip(got, (a + b, b * c, b > c)):
+            np.testing.assert_array_equal(np.asarray(g), want)
+    with pytest.raises(jdisc.ShapeError, match="do not broadcast"):
+        f(np.ones((3, 4), np.float32), np.ones((2, 1), np.float32), np.ones(5, np.float32))
+
+
+def test_torch_index_select_with_batch_dims(rng):
+    # the first batch_dims axes of operand and indices pair up: out[b, j, c] = x[b, i[b, j], c]
+    f = jdisc.compile_stablehlo(
+        "func.func @main(%x: tensor<?x?x3xf32>, %i: tensor<?x?xi32>) -> tensor<?x?x3xf32> {\n"
+        '  %0 = "stablehlo.torch_index_select"(%x, %i) {dim = 1 : i64, batch_dims = 1 : i64}'
+        " : (tensor<?x?x3xf32>, tensor<?x?xi32>) -> tensor<?x?x3xf32>\n"
+        "  return %0 : tensor<?x?x3xf32>\n}")
+    for b, n, k in [(1, 1, 1), (2, 5, 3), (3, 7, 0), (0, 2, 2)]:
+        x = rng.standard_normal((b, n, 3)).astype(np.float32)
+        i = rng.integers(0, n, (b, k)).astype(np.int32)
+        (got,) = f(x, i)
+        assert_close(got, np.take_along_axis(x, i[:, :, None], axis=1), 0)

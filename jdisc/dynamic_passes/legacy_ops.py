@@ -8,8 +8,9 @@ is dynamic, which jdisc compiles as it is.
 * `get_tuple_element` of a `tuple` made in the function: the element itself (nested tuples
   too); a tuple that is still used afterwards (a function's tuple argument or result) stays,
   and is refused as an unsupported type.
-* `torch_index_select` with `batch_dims = 0` (`take` along `dim`): a `dynamic_gather`, whose
-  out-of-range indices are clamped; with batch dims it stays refused.
+* `torch_index_select` (`take` along `dim`, the first `batch_dims` axes of the operand and the
+  indices paired up): a `dynamic_gather` with those as batching dims; out-of-range indices
+  are clamped.
 * `batch_norm_inference`, `batch_norm_training`, `batch_norm_grad`: the StableHLO spec's
   formulas in elementwise ops and reductions over every axis but `feature_index` (in the
   operand's element type), as a function of their own.
@@ -41,8 +42,7 @@ def rewrite(module: ir.Module, ops) -> None:
         elif o.name in _BATCH_NORMS:
             name = f"jd_{o.name.split('.')[1]}_{n}"
             call_helper(module, o, name, _batch_norm(o, name))
-        elif o.name == "stablehlo.torch_index_select" and \
-                ir.IntegerAttr(o.attributes["batch_dims"]).value == 0:
+        elif o.name == "stablehlo.torch_index_select":
             name = f"jd_torch_index_select_{n}"
             call_helper(module, o, name, _index_select(o, name))
         elif o.name == "stablehlo.dot" and len(o.operands) == 2:
@@ -145,16 +145,20 @@ def _index_select(o, name: str) -> str:
     x, idx = (ir.RankedTensorType(v.type) for v in o.operands)
     out = o.results[0].type
     axis = ir.IntegerAttr(o.attributes["dim"]).value
+    nb = ir.IntegerAttr(o.attributes["batch_dims"]).value
     body, _ = dims_of("%p0", x, "xs")
-    sizes = [f"%xs{d}" if d != axis else "%unit" for d in range(x.rank)]
+    sizes = [f"%xs{d}" if d != axis and d >= nb else "%unit" for d in range(x.rank)]
     body.insert(0, "%unit = stablehlo.constant dense<1> : tensor<1xi32>")
     body.append(f"%sizes = stablehlo.concatenate {', '.join(sizes)}, dim = 0 : "
                 f"({', '.join(['tensor<1xi32>'] * x.rank)}) -> tensor<{x.rank}xi32>")
-    rank = x.rank - 1 + idx.rank
-    offsets = [d for d in range(rank) if not axis <= d < axis + idx.rank]
+    # result: x.shape[:axis] + idx.shape[nb:] + x.shape[axis + 1:], the batch axes first
+    rank = x.rank - 1 + idx.rank - nb
+    offsets = [d for d in range(rank) if not (d < nb or axis <= d < axis + idx.rank - nb)]
+    batch = ", ".join(map(str, range(nb)))
     body.append(f'%r = "stablehlo.dynamic_gather"(%p0, %p1, %sizes) {{dimension_numbers = '
                 f"#stablehlo.gather<offset_dims = [{', '.join(map(str, offsets))}], "
-                f"collapsed_slice_dims = [{axis}], start_index_map = [{axis}], "
+                f"collapsed_slice_dims = [{axis}], operand_batching_dims = [{batch}], "
+                f"start_indices_batching_dims = [{batch}], start_index_map = [{axis}], "
                 f"index_vector_dim = {idx.rank}>, indices_are_sorted = false}} : "
                 f"({x}, {idx}, tensor<{x.rank}xi32>) -> {out}")
     body.append(f"return %r : {out}")

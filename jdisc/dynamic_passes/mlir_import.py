@@ -301,6 +301,11 @@ _LAPACK_TRSM = ("lapack_strsm_ffi", "lapack_dtrsm_ffi", "lapack_ctrsm_ffi", "lap
 # custom calls that are StableHLO ops with a run-time shape operand (jax's lowering of an op
 # whose result shape is symbolic): imported as the op of that name
 _DYNAMIC_OP_CALLS = {"stablehlo.dynamic_rng_bit_generator": "dynamic_rng_bit_generator"}
+# the shape dialect ops chlo-legalize-to-stablehlo leaves around a broadcasting op with dynamic
+# shapes (shape.assuming is inlined by the importer)
+_SHAPE_DIALECT = {"shape.shape_of": "shape_of", "shape.broadcast": "shape_broadcast",
+                  "shape.cstr_broadcastable": "cstr_broadcastable",
+                  "shape.const_witness": "const_witness", "shape.assuming_all": "assuming_all"}
 # ops whose regions are scalar computations jdisc renders inline, and whole sub-programs
 _SCALAR_REGION_OPS = frozenset(f"stablehlo.{name}" for name in SCALAR_REGION_OPS)
 _CONTROL_OPS = frozenset(f"stablehlo.{name}" for name in CONTROL_OPS)
@@ -361,8 +366,13 @@ class _Importer:
         """Import one MLIR op into `ops`; returns the block's results at its terminator."""
         name = o.name
         operands = [env[v] for v in o.operands]
-        if name in ("func.return", "stablehlo.return"):
+        if name in ("func.return", "stablehlo.return", "shape.assuming_yield"):
             return operands
+        if name == "shape.assuming":   # its witness is checked (cstr_*); the region runs inline
+            outs = self.import_block_ops(o.regions[0].blocks[0], env, ops)
+            for r, v in zip(o.results, outs):
+                env[r] = v
+            return None
         if name == "stablehlo.optimization_barrier":   # an identity for a compiler like jdisc
             for r, v in zip(o.results, operands):
                 env[r] = v
@@ -415,8 +425,11 @@ class _Importer:
             lead = len(op.attrs.pop("broadcast_sizes", ()))
             op.name = "broadcast_in_dim"
             op.attrs["broadcast_dimensions"] = tuple(range(lead, lead + operands[0].rank))
-        if name == "shape.shape_of":   # left by chlo legalisation: a shape vector
-            op.name = "shape_of"
+        if name in _SHAPE_DIALECT:   # left by chlo legalisation: shape vectors, witnesses
+            op.name = _SHAPE_DIALECT[name]
+            for r in op.results:
+                if r.dtype == "!shape.witness":   # a witness is a run-time check: an i1 here
+                    r.dtype = "i1"
         elif not name.startswith("stablehlo."):
             op.attrs["unsupported"] = f"op '{name}'"
         for r, v in zip(o.results, results):

@@ -115,7 +115,8 @@ _ENTRIES: list[OpInfo] = [
     # shape computations, resolved by propagate_shapes / resolve_dynamic_ops
     *(OpInfo(n, "shape") for n in """
         get_dimension_size dynamic_broadcast_in_dim dynamic_reshape dynamic_iota
-        real_dynamic_slice shape_assertion shape_of dynamic_reduce_window""".split()),
+        real_dynamic_slice shape_assertion shape_of dynamic_reduce_window shape_broadcast
+        cstr_broadcastable const_witness assuming_all""".split()),
 ]
 
 OPS: dict[str, OpInfo] = {info.name: info for info in _ENTRIES}

@@ -38,6 +38,20 @@ class SymbolicContents:
     def sym_shape_of(self, op):
         return op.operands[0].shape
 
+    def sym_shape_broadcast(self, op):
+        """The broadcast of shape vectors (their broadcastability is checked by
+        cstr_broadcastable): per right-aligned axis, the size that is not 1."""
+        shapes = [v.sym for v in op.operands]
+        rank = max(len(s) for s in shapes)
+        out = []
+        for axis in range(rank):
+            dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+            size = dims[0]
+            for d in dims[1:]:
+                size = _broadcast_size(size, d)
+            out.append(size)
+        return tuple(out)
+
     def sym_get_dimension_size(self, op):
         return (op.operands[0].shape[op.attrs["dimension"]],)
 
@@ -175,3 +189,14 @@ def _affine(v: Value, j: int, depth: int = 0):
             return (a[0] if a[0] is not None else b[0]), _host_op("add", a[1], b[1])
     return (v.id, j), 0
 
+
+def _broadcast_size(a, b):
+    """The size two broadcastable sizes broadcast to: the other one where one is 1, else either
+    (they are equal); min(max(a, b), a * b) says so in one expression (0 and 1 give 0)."""
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    if symbolic.prove_eq(a, b) is True:
+        return a
+    return symbolic.dmin(symbolic.dmax(a, b), a * b)

@@ -168,6 +168,36 @@ class _Propagator(SymbolicContents):
     def shape_shape_of(self, op):
         return [(op.operands[0].rank,)]
 
+    def shape_shape_broadcast(self, op):
+        return [(max(v.shape[0] for v in op.operands),)]
+
+    def shape_cstr_broadcastable(self, op):
+        """shape.cstr_broadcastable: right-aligned, each pair of dims is equal or has a 1 --
+        settled now where it can be, else checked when the program runs."""
+        shapes = [self.require_sym(op, v, f"shape {i}") for i, v in enumerate(op.operands)]
+        rank = max(len(s) for s in shapes)
+        padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+        for axis in range(rank):
+            dims = [s[axis] for s in padded]
+            for a, b in zip(dims, dims[1:]):
+                if 1 in (a, b) or symbolic.prove_eq(a, b) is True:
+                    continue
+                # a == b or a == 1 or b == 1: the smallest distance among them is 0
+                apart = symbolic.dmin(symbolic.dmin(_dist(a, b), _dist(a, 1)), _dist(b, 1))
+                check = Check(apart, "==", 0, f"shape.cstr_broadcastable at {op.loc}: axis "
+                              f"{axis} (from the right: {rank - axis}) has sizes {a} and {b}, "
+                              f"which do not broadcast", shown=f"{a} == {b} or one is 1")
+                if check.holds_statically() is False:
+                    raise self.fail(op, f"sizes {a} and {b} never broadcast")
+                self.prog.checks.append(check)
+        return [()]
+
+    def shape_const_witness(self, op):
+        return [()]
+
+    def shape_assuming_all(self, op):
+        return [()]
+
     def shape_dynamic_broadcast_in_dim(self, op):
         out = self.require_sym(op, op.operands[1], "output_dimensions")
         self.broadcast_checks(op, out)
@@ -602,6 +632,11 @@ class _Propagator(SymbolicContents):
         return [op.operands[0].shape, self.require_sym(op, op.operands[1], "output_shape")]
 
 
+
+
+def _dist(a: Dim, b: Dim) -> Dim:
+    """|a - b| as a dimension expression."""
+    return symbolic.dmax(a - b, b - a)
 
 
 def propagate_shapes(prog: Program) -> Program:
