@@ -22,7 +22,7 @@ import hashlib
 from typing import Any, Callable, Sequence
 
 from jdisc.custom_calls import runtime
-from jdisc.dynamic_passes import mlir_import
+from jdisc.dynamic_passes import mlir_import, tuples
 from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.ir import Program, format_program
 from jdisc.dynamic_passes.pipeline import dump, dump_dir, run_passes
@@ -51,6 +51,7 @@ class Compilation:
     executable: runtime.Executable | None = None
     folder: str = ""                    # its JDISC_DUMP_DIR subfolder
     import_kw: dict = dataclasses.field(default_factory=dict)
+    tuple_trees: tuple | None = None    # @main's tuple arguments and results (tuples.py)
     _context: Any = None
 
 
@@ -80,7 +81,9 @@ def _mlir(c: Compilation, module: str | bytes) -> None:
         text = str(mod)
         c.folder = f"{c.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
         dump("00_stablehlo.mlir", text, c.folder)
-    mlir_import.run_mlir_pipeline(mod)
+    c.tuple_trees = mlir_import.run_mlir_pipeline(mod)
+    if c.tuple_trees is not None and "input_names" not in c.import_kw:
+        c.import_kw["input_names"] = tuples.leaf_names(c.tuple_trees[0])
     if dump_dir() is not None:
         dump("00_stablehlo_clean.mlir", str(mod), c.folder)
     c.module = mod

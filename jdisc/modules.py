@@ -3,7 +3,8 @@ a `jax.export.Exported` (or the bytes of its `serialize()`).
 
 For a module, each `?` dim of input i, axis j is its own dimension variable `d{i}_{j}` unless the
 program ties them (its shape assertions and equalities become launcher checks); it is called on
-its inputs in order and returns the list of its results. An Exported keeps jax.export's
+its inputs in order and returns the list of its results (a tuple-typed input takes a Python
+tuple, a tuple-typed result comes back as one). An Exported keeps jax.export's
 dimension names and constraints, and is called as `Exported.call` is: the same arguments
 (positional and keyword), results in its output structure (one array for one result). A
 module that does not parse raises ArgumentError; unsupported ops and element types
@@ -20,6 +21,7 @@ from jax import export as jax_export
 
 from jdisc import driver
 from jdisc.custom_calls import runtime
+from jdisc.dynamic_passes import tuples
 from jdisc.dynamic_passes.ir import numpy_dtype
 from jdisc.errors import ArgumentError, DtypeError, ShapeError
 from jdisc.export.exporter import from_jax_exported
@@ -36,6 +38,7 @@ class StablehloFunction:
             if exported is not None else module
         c = driver.compile(source, name if exported is None else source.name)
         self.program, self.cprog, self.executable = c.program, c.cprog, c.executable
+        self.tuple_trees = c.tuple_trees    # a module's tuple arguments and results
 
     def __call__(self, *args: Any, **kwargs: Any):
         if self.exported is not None:
@@ -48,6 +51,9 @@ class StablehloFunction:
         if kwargs:
             raise ArgumentError(f"a StableHLO module takes its inputs by position; got keyword "
                                 f"argument(s) {sorted(kwargs)}")
+        if self.tuple_trees is not None:   # tuples in: Python tuples; tuples out: the same
+            ins, outs = self.tuple_trees
+            return tuples.unflatten_results(outs, self._run(tuples.flatten_args(ins, args)))
         return self._run(list(args))
 
     def _run(self, args: list) -> list:

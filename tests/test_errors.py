@@ -86,11 +86,40 @@ func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
 """
 
 
-def test_tuple_types_are_unsupported():
-    with pytest.raises(UnsupportedOpError) as info:
-        jdisc.compile_stablehlo(TUPLE_MODULE)
-    msg = str(info.value)
-    assert "stablehlo.tuple" in msg and "tuple-typed values" in msg
+def test_tuple_results_come_back_as_tuples():
+    f = jdisc.compile_stablehlo(TUPLE_MODULE)
+    (out,) = f(np.array([1.5, 2.5], np.float32), np.int64(3))
+    assert isinstance(out, tuple) and len(out) == 2
+    np.testing.assert_array_equal(out[0], [1.5, 2.5])
+    assert int(out[1]) == 3
+
+
+TUPLE_ARGUMENTS = """
+func.func @main(%t: tuple<tensor<?xf32>, tuple<tensor<i64>>>, %x: tensor<?xf32>)
+    -> (tuple<tensor<?xf32>, tensor<i64>>, tensor<?xf32>) {
+  %0 = stablehlo.get_tuple_element %t[0] : (tuple<tensor<?xf32>, tuple<tensor<i64>>>) -> tensor<?xf32>
+  %1 = stablehlo.get_tuple_element %t[1] : (tuple<tensor<?xf32>, tuple<tensor<i64>>>) -> tuple<tensor<i64>>
+  %2 = stablehlo.get_tuple_element %1[0] : (tuple<tensor<i64>>) -> tensor<i64>
+  %3 = stablehlo.add %0, %x : tensor<?xf32>
+  %4 = stablehlo.tuple %3, %2 : tuple<tensor<?xf32>, tensor<i64>>
+  return %4, %0 : tuple<tensor<?xf32>, tensor<i64>>, tensor<?xf32>
+}
+"""
+
+
+def test_tuple_arguments_take_python_tuples():
+    f = jdisc.compile_stablehlo(TUPLE_ARGUMENTS)
+    assert [s.name for s in f.cprog.inputs] == ["args[0][0]", "args[0][1][0]", "args[1]"]
+    for n in (0, 1, 4):
+        x = np.arange(n, dtype=np.float32)
+        (s, k), y = f((x, (np.int64(7),)), 2 * x)
+        np.testing.assert_array_equal(s, 3 * x)
+        np.testing.assert_array_equal(y, x)
+        assert int(k) == 7
+    with pytest.raises(ArgumentError, match=r"args\[0\] is a tuple of 2"):
+        f(np.ones(2, np.float32), np.ones(2, np.float32))
+    with pytest.raises(ArgumentError, match="expected 2 argument"):
+        f((np.ones(2, np.float32), (np.int64(1),)))
 
 
 def test_tuples_taken_apart_in_the_function_compile():
@@ -120,11 +149,11 @@ def test_every_problem_in_one_error():
     def f(x):
         a = x.astype(jnp.int4).astype(jnp.float32)
         b = x.astype(jnp.float8_e4m3fn).astype(jnp.float32)
-        return a + b + jnp.linalg.eigh(jnp.diag(x[:2]))[0].sum()
+        return a + b
     with pytest.raises(UnsupportedOpError) as info:
         jdisc.jit(f, dynamic_axes=N)(X)
     msg = str(info.value)
-    assert "i4" in msg and "f8E4M3FN" in msg and "syevd" in msg
+    assert "i4" in msg and "f8E4M3FN" in msg and "4 op(s)" in msg
 
 
 def test_invalid_module_text_is_an_argument_error():
@@ -244,7 +273,7 @@ def test_internal_error_falls_back_with_a_warning(monkeypatch):
 
 def test_cli_compile_reports_internal_errors_in_one_line(monkeypatch, tmp_path, capsys):
     src = tmp_path / "m.mlir"
-    src.write_text(TUPLE_MODULE)
+    src.write_text(TOKEN_MODULE)
     assert cli.main(["compile", str(src), "-o", str(tmp_path / "m.jdisc")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("jdisc compile: error: jdisc cannot compile") and "\n" not in err

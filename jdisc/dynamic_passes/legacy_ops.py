@@ -28,17 +28,18 @@ _BATCH_NORMS = ("stablehlo.batch_norm_inference", "stablehlo.batch_norm_training
 
 
 def rewrite(module: ir.Module, ops) -> None:
-    tuples = []
-    position = {op: i for i, op in enumerate(ops) if op.name == "stablehlo.tuple"}
-    made_by = {op.results[0]: op for op in position}     # a tuple value -> its tuple op
+    # tuple ops by their position in `ops` (Python wrappers of MLIR operations are not
+    # reliable dictionary keys once the module has been edited; values are)
+    tuples: set[int] = set()
+    made_by = {o.results[0]: i for i, o in enumerate(ops) if o.name == "stablehlo.tuple"}
     for n, o in enumerate(ops):
         if o.name == "stablehlo.get_tuple_element":
             src = made_by.get(o.operands[0])        # None for a block argument
             if src is not None:
                 index = ir.IntegerAttr(o.attributes["index"]).value
-                o.results[0].replace_all_uses_with(src.operands[index])
+                o.results[0].replace_all_uses_with(ops[src].operands[index])
                 o.erase()
-                tuples.append(src)
+                tuples.add(src)
         elif o.name in _BATCH_NORMS:
             name = f"jd_{o.name.split('.')[1]}_{n}"
             call_helper(module, o, name, _batch_norm(o, name))
@@ -60,9 +61,9 @@ def rewrite(module: ir.Module, ops) -> None:
             o.erase()
     # each tuple once, outer ones (later in the function) first: an inner tuple is unused once
     # the outer tuple that held it is gone
-    for t in sorted(set(tuples), key=lambda op: -position[op]):
-        if not list(t.results[0].uses):
-            t.erase()
+    for i in sorted(tuples, reverse=True):
+        if not list(ops[i].results[0].uses):
+            ops[i].erase()
 
 
 def _batch_norm(o, name: str) -> str:

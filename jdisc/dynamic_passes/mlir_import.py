@@ -15,7 +15,7 @@ import numpy as np
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import chlo, stablehlo
 
-from jdisc.dynamic_passes import legacy_ops, symbolic, top_k
+from jdisc.dynamic_passes import legacy_ops, symbolic, top_k, tuples
 from jdisc.dynamic_passes.ir import ArgSpec, Block, Op, Program, Value, numpy_dtype
 from jdisc.dynamic_passes.linalg import import_lapack_call, lapack_routine
 from jdisc.dynamic_passes.ops import CONTROL_OPS, SCALAR_REGION_OPS
@@ -63,9 +63,13 @@ def parse_module(module: str | bytes, ctx: ir.Context) -> ir.Module:
         raise ArgumentError(f"not a valid StableHLO module: {short_exception(err, 600)}") from err
 
 
-def run_mlir_pipeline(module: ir.Module) -> None:
+def run_mlir_pipeline(module: ir.Module) -> tuple | None:
+    """The module cleaned up for the import; returns `@main`'s tuple trees (tuples.py) when
+    it took or returned tuples, else None."""
     with compile_stage("the MLIR import (checking for known miscompiles)"):
         _refuse_known_miscompiles(module)
+    with compile_stage("the MLIR import (tuple arguments and results of @main)"):
+        trees = tuples.flatten_main_tuples(module)
     with compile_stage("the MLIR import (CHLO ops older exporters wrote as custom calls)"):
         _chlo_from_custom_calls(module)
     with compile_stage("the MLIR import (top-k custom calls as a sort)"):
@@ -74,6 +78,7 @@ def run_mlir_pipeline(module: ir.Module) -> None:
         legacy_ops.rewrite(module, list(_all_ops(module)))
     with compile_stage(f"jaxlib's MLIR pass pipeline ({MLIR_PIPELINE})"), module.context:
         passmanager.PassManager.parse(MLIR_PIPELINE).run(module.operation)
+    return trees
 
 
 def _all_ops(module: ir.Module):
