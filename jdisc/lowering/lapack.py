@@ -72,17 +72,13 @@ def _potrf(w, fn, op, ins, outs, dim, dt):
       f"{outs[0]} + b * n * n, JD_LD(n));")
 
 
-def _getrf(w, fn, op, ins, outs, dim, dt):
+def _getrf_geqrf(w, fn, op, ins, outs, dim, dt):
+    """LU (pivots, then info) and QR (the Householder scalars; jax reads no info): both take
+    an m x n matrix and give one vector of min(m, n)."""
     _copy_in(w, outs[0], ins[0], "m * n", dt)
     w("const int64_t k = m < n ? m : n;")
-    w(f"{outs[2]}[b] = {fn}(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, "
-      f"{outs[0]} + b * m * n, JD_LD(n), {outs[1]} + b * k);")
-
-
-def _geqrf(w, fn, op, ins, outs, dim, dt):
-    _copy_in(w, outs[0], ins[0], "m * n", dt)
-    w("const int64_t k = m < n ? m : n;")
-    w(f"{fn}(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, {outs[0]} + b * m * n, "
+    info = f"{outs[2]}[b] = " if op.attrs["routine"] == "getrf" else ""
+    w(f"{info}{fn}(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, {outs[0]} + b * m * n, "
       f"JD_LD(n), {outs[1]} + b * k);")
 
 
@@ -199,7 +195,7 @@ def _gtsv(w, fn, op, ins, outs, dim, dt):
 
 
 _ROUTINES = {
-    "potrf": _potrf, "getrf": _getrf, "geqrf": _geqrf, "orgqr": _orgqr, "ungqr": _orgqr,
+    "potrf": _potrf, "getrf": _getrf_geqrf, "geqrf": _getrf_geqrf, "orgqr": _orgqr, "ungqr": _orgqr,
     "syevd": _syevd, "heevd": _syevd, "gesdd": _gesdd, "geev": _geev, "gees": _gees,
     "gehrd": _gehrd, "sytrd": _sytrd, "hetrd": _sytrd, "gtsv": _gtsv,
 }
