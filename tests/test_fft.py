@@ -33,20 +33,35 @@ def run(rng, fns, shape, complex_, x64, dyn=({0: "b"},), batches=(0, 1, 3)):
                      what=f"{'/'.join(fns)} {shape} {np.dtype(dtype).name}")
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 16, 17, 30, 1009])
+LENGTHS = [1, 2, 7, 16, 17, 30, 1009]
+
+
+def run_lengths(rng, fns, lengths, complex_, x64):
+    """One program for every function at every length (the inputs share the batch dim)."""
+    dtype = (np.complex128 if x64 else np.complex64) if complex_ else \
+        (np.float64 if x64 else np.float32)
+    group = lambda *xs: [{name: fn(x) for name, fn in fns.items()} for x in xs]
+    arg_sets = {f"b={b}": tuple(rand(rng, (b, n), complex_).astype(dtype) for n in lengths)
+                for b in (0, 1, 3)}
+    with jax.enable_x64(x64):
+        differential(group, ({0: "b"},) * len(lengths), arg_sets, 1e-12 if x64 else 1e-5,
+                     what=f"{'/'.join(fns)} {np.dtype(dtype).name}")
+
+
 @pytest.mark.parametrize("x64", [False, True])
-def test_one_axis(rng, n, x64):
-    run(rng, {"fft": F.fft, "ifft": F.ifft, "fft.ortho": lambda x: F.fft(x, norm="ortho"),
-              "ifft.forward": lambda x: F.ifft(x, norm="forward"),
-              "hfft": lambda x: F.hfft(x, n=2 * n), "fft.padded": lambda x: F.fft(x, n=n + 3)},
-        (n,), True, x64)
-    run(rng, {"rfft": F.rfft, "ihfft": F.ihfft, "rfft.ortho": lambda x: F.rfft(x, norm="ortho"),
-              "fft.real": F.fft},
-        (n,), False, x64)
+def test_one_axis(rng, x64):
+    run_lengths(rng, {"fft": F.fft, "ifft": F.ifft, "fft.ortho": lambda x: F.fft(x, norm="ortho"),
+                      "ifft.forward": lambda x: F.ifft(x, norm="forward"),
+                      "hfft": lambda x: F.hfft(x, n=2 * x.shape[-1]),
+                      "fft.padded": lambda x: F.fft(x, n=x.shape[-1] + 3)},
+                LENGTHS, True, x64)
+    run_lengths(rng, {"rfft": F.rfft, "ihfft": F.ihfft,
+                      "rfft.ortho": lambda x: F.rfft(x, norm="ortho"), "fft.real": F.fft},
+                LENGTHS, False, x64)
     # irfft's input has n // 2 + 1 entries for an even or odd output length n
-    run(rng, {"irfft.even": lambda x: F.irfft(x, n=2 * (x.shape[-1] - 1) or 1),
-              "irfft.odd": lambda x: F.irfft(x, n=2 * x.shape[-1] - 1)},
-        (n // 2 + 1,), True, x64)
+    run_lengths(rng, {"irfft.even": lambda x: F.irfft(x, n=2 * (x.shape[-1] - 1) or 1),
+                      "irfft.odd": lambda x: F.irfft(x, n=2 * x.shape[-1] - 1)},
+                [n // 2 + 1 for n in LENGTHS], True, x64)
 
 
 @pytest.mark.parametrize("shape", [(4, 6), (5, 7), (1, 9), (3, 4, 5), (2, 3, 8)])
