@@ -197,3 +197,20 @@ def test_matrix_functions_and_structure(rng, dtype):
     }
     run_group(rng, dtype, fns, (lambda d: (d["n"], d["n"]),), ({0: "n", 1: "n"},),
               [{"n": 2}, {"n": 3}, {"n": 6}], constraints=("n >= 2",))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_failed_and_singular_factorisations_give_jaxs_outputs(rng, dtype):
+    # jax turns LAPACK's info into NaN results in StableHLO (cholesky of a matrix that is not
+    # positive definite, eigh / svd of NaN input); a singular LU is no failure (info > 0 is
+    # kept: det 0, inf in the inverse)
+    def fns(a):
+        singular = a.at[..., 0, :].set(0)
+        return {"cholesky.not_pd": jnp.linalg.cholesky(-posdef(a)),
+                "eigh.nan": jnp.linalg.eigvalsh(hermitian(a) * jnp.nan),
+                "svd.nan": jnp.linalg.svd(a * jnp.nan, compute_uv=False),
+                "eig.nan": jnp.linalg.eigvals(a * jnp.nan),
+                "lu.singular": lax.linalg.lu(singular),
+                "det.singular": jnp.linalg.det(singular)}
+    arg_sets = {str(d): (rand(rng, (d["b"], d["n"], d["n"]), dtype),) for d in SQUARE_SIZES[:3]}
+    differential(fns, SQUARE_AXES, arg_sets, TOL, what=f"failures {np.dtype(dtype).name}")
