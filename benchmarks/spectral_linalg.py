@@ -1,0 +1,88 @@
+"""FFTs and LAPACK calls: jdisc.jit against jax.jit at the exact shape, in one process.
+
+    python benchmarks/spectral_linalg.py [--repeats 15] [--json OUT.json]
+
+Each case is compiled once by jdisc (a dynamic batch) and once per shape by jax.jit (warmed up
+before timing); the calls of the two are interleaved, and each row reports the medians of
+`--repeats` calls and the ratio jdisc / jax.jit (below 1: jdisc is faster). The machine and
+the load average before and after are printed: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jdisc
+
+# name -> (function, dynamic axes, shapes (one per row), complex input)
+CASES = {
+    "fft n=1024": (jnp.fft.fft, ({0: "b"},), [(8, 1024), (64, 1024)], True),
+    "fft n=1009 (prime)": (jnp.fft.fft, ({0: "b"},), [(8, 1009), (64, 1009)], True),
+    "rfft n=4096": (jnp.fft.rfft, ({0: "b"},), [(16, 4096)], False),
+    "fft2 64x64": (jnp.fft.fft2, ({0: "b"},), [(16, 64, 64)], True),
+    "solve 64": (lambda a: jnp.linalg.solve(a + 64 * jnp.eye(64), a), ({0: "b"},),
+                 [(16, 64, 64)], False),
+    "cholesky 256": (lambda a: jnp.linalg.cholesky(a @ a.mT + 256 * jnp.eye(256)),
+                     ({0: "b"},), [(4, 256, 256)], False),
+    "eigh 128": (lambda a: jnp.linalg.eigh(a + a.mT), ({0: "b"},), [(4, 128, 128)], False),
+    "svd 128": (lambda a: jnp.linalg.svd(a, compute_uv=False), ({0: "b"},), [(4, 128, 128)],
+                False),
+}
+
+
+def _arg(shape, complex_, rng):
+    x = rng.standard_normal(shape)
+    if complex_:
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(np.complex64 if complex_ else np.float32)
+
+
+def _median_call(fn, arg, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(arg))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--json", default=None)
+    opts = p.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"machine: {os.cpu_count()} CPUs, load before {os.getloadavg()[0]:.2f}")
+    rows = []
+    for name, (fn, axes, shapes, complex_) in CASES.items():
+        jf, xf = jdisc.jit(fn, dynamic_axes=axes), jax.jit(fn)
+        for shape in shapes:
+            x = _arg(shape, complex_, rng)
+            jax.block_until_ready(jf(x))
+            jax.block_until_ready(xf(x))
+            j, x_ = [], []
+            for _ in range(3):     # interleaved rounds
+                j.append(_median_call(jf, x, opts.repeats))
+                x_.append(_median_call(xf, x, opts.repeats))
+            tj, tx = statistics.median(j), statistics.median(x_)
+            rows.append({"case": name, "shape": list(shape), "jdisc_ms": 1e3 * tj,
+                         "xla_ms": 1e3 * tx, "ratio": tj / tx})
+            print(f"{name:22s} {str(shape):16s} jdisc {1e3 * tj:9.3f} ms   "
+                  f"xla {1e3 * tx:9.3f} ms   ratio {tj / tx:5.2f}")
+        assert jf.stats()["compiles"] == 1
+    print(f"load after {os.getloadavg()[0]:.2f}")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
