@@ -104,14 +104,30 @@ def _refuse_known_miscompiles(module: ir.Module) -> None:
         raise UnsupportedOpError(f"jdisc cannot compile {len(bad)} op(s):\n" + "\n".join(bad))
 
 
+# jax 0.8's export writes these CHLO ops as `custom_call @mhlo.<name>` (one operand, one result)
+_CHLO_UNARY_CALLS = {f"mhlo.{name}": cls for name, cls in (
+    ("sinh", "SinhOp"), ("cosh", "CoshOp"), ("asin", "AsinOp"), ("acos", "AcosOp"),
+    ("asinh", "AsinhOp"), ("acosh", "AcoshOp"), ("atan", "AtanOp"), ("atanh", "AtanhOp"),
+    ("tan", "TanOp"), ("erf", "ErfOp"), ("erfc", "ErfcOp"), ("erf_inv", "ErfInvOp"),
+    ("lgamma", "LgammaOp"), ("digamma", "DigammaOp"), ("bessel_i1e", "BesselI1eOp"))}
+
+
 def _chlo_from_custom_calls(module: ir.Module) -> None:
     """jax 0.9's export writes `lax.top_k` as `custom_call @mhlo.topk {mhlo.attributes = {k}}`
     (jax 0.10 writes a `chlo.top_k` composite): it becomes `chlo.top_k` again, which the pass
     pipeline legalises to a sort like every other top_k. A smallest-k form is left alone (and
     refused as an unknown custom call)."""
-    found = [o for o in _all_ops(module) if o.name == "stablehlo.custom_call" and
-             "call_target_name" in o.attributes and
-             ir.StringAttr(o.attributes["call_target_name"]).value == "mhlo.topk"]
+    calls = [(o, ir.StringAttr(o.attributes["call_target_name"]).value)
+             for o in _all_ops(module) if o.name == "stablehlo.custom_call"
+             and "call_target_name" in o.attributes]
+    for o, target in calls:        # jax < 0.9: unary CHLO ops (sinh, acos, ...) too
+        op_class = _CHLO_UNARY_CALLS.get(target)
+        if op_class is not None and len(o.operands) == 1 and len(o.results) == 1:
+            with module.context, ir.InsertionPoint(o), o.location:
+                new = getattr(chlo, op_class)(o.operands[0])
+            o.results[0].replace_all_uses_with(new.result)
+            o.erase()
+    found = [o for o, target in calls if target == "mhlo.topk"]
     for o in found:
         attrs = ir.DictAttr(o.attributes["mhlo.attributes"]) if "mhlo.attributes" in \
             o.attributes else None
