@@ -5,8 +5,8 @@ Values are C99 `_Complex` (numpy's and XLA's layout: real part, then imaginary p
 `jd_c64` / `jd_c128`. <complex.h>'s `I` and `complex` macros are undefined so that no generated
 name can ever meet them. Addition, subtraction, negation and `==` are C's own. Multiplication is
 the plain four-product formula, as XLA:CPU's (C99 Annex G's recovery of infinities from NaN
-products would also keep GCC from vectorising it); division scales by the larger part of the
-divisor (Smith). Transcendental functions are libm's C99 complex functions except where their
+products would also keep GCC from vectorising it); division is C's own, whose Annex G recovery
+of infinities and zeros is what XLA:CPU gives. Transcendental functions are libm's C99 complex functions except where their
 results differ from XLA:CPU's (measured by tests/test_complex.py on a grid of finite and
 special values): log1p and expm1 are written out so that they stay accurate near 0.
 """
@@ -30,16 +30,6 @@ def _functions(t: str) -> str:
 static inline {ct} jd_cmul_{t}({ct} a, {ct} b) {{
   const {r} ar = {re}(a), ai = {im}(a), br = {re}(b), bi = {im}(b);
   return {mk}(ar * br - ai * bi, ar * bi + ai * br);
-}}
-static inline {ct} jd_cdiv_{t}({ct} a, {ct} b) {{
-  const {r} ar = {re}(a), ai = {im}(a), br = {re}(b), bi = {im}(b);
-  if (fabs{s}(br) >= fabs{s}(bi)) {{
-    if (br == 0) return {mk}(ar / fabs{s}(br), ai / fabs{s}(br));
-    const {r} q = bi / br, d = br + bi * q;
-    return {mk}((ar + ai * q) / d, (ai - ar * q) / d);
-  }}
-  const {r} q = br / bi, d = bi + br * q;
-  return {mk}((ar * q + ai) / d, (ai * q - ar) / d);
 }}
 static inline {ct} jd_cblend_{t}(int c, {ct} a, {ct} b) {{
   return {mk}(jd_blend_f{'32' if t == 'c64' else '64'}(c, {re}(a), {re}(b)),
@@ -103,7 +93,7 @@ static inline {ct} jd_csign_{t}({ct} a) {{
   return m == 0 ? {mk}(0, 0) : {mk}({re}(a) / m, {im}(a) / m);
 }}
 static inline {ct} jd_clogistic_{t}({ct} a) {{
-  return jd_cdiv_{t}({mk}(1, 0), {mk}(1, 0) + cexp{s}(-a));
+  return 1 / ({mk}(1, 0) + cexp{s}(-a));
 }}"""
 
 
