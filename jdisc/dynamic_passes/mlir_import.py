@@ -332,6 +332,9 @@ _SCALAR_REGION_OPS = frozenset(f"stablehlo.{name}" for name in SCALAR_REGION_OPS
 _CONTROL_OPS = frozenset(f"stablehlo.{name}" for name in CONTROL_OPS)
 
 
+_TRANSPOSE = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}   # LAPACK's trans_x
+
+
 def _trsm_from_lapack(o, op: Op) -> None:
     """jax's CPU lowering of triangular_solve (a LAPACK custom call) as the StableHLO op.
 
@@ -342,7 +345,7 @@ def _trsm_from_lapack(o, op: Op) -> None:
     op.name = "triangular_solve"
     op.operands = op.operands[:2]
     op.attrs = {"left_side": flag["side"] == "L", "lower": flag["uplo"] == "L",
-                "transpose_a": {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[flag["trans_x"]],
+                "transpose_a": _TRANSPOSE[flag["trans_x"]],
                 "unit_diagonal": flag["diag"] == "U"}
 
 class _Importer:

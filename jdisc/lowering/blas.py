@@ -79,8 +79,9 @@ def emit_dot(ctx: KernelContext) -> None:
         with w.block("for (int64_t i = 0; i < gemm_m; i++)"):
             with w.block("for (int64_t j = 0; j < gemm_n; j++)"):
                 w(f"{ctype(acc_dt)} acc = 0;")
-                w(f"for (int64_t k = 0; k < gemm_k; k++) acc += "
-                  f"{_mul(cast(f'pa[{ia}]', a_dt, acc_dt), cast(f'pb[{ib}]', b_dt, acc_dt), acc_dt)};")
+                product = _mul(cast(f"pa[{ia}]", a_dt, acc_dt), cast(f"pb[{ib}]", b_dt, acc_dt),
+                               acc_dt)
+                w(f"for (int64_t k = 0; k < gemm_k; k++) acc += {product};")
                 w(f"{output}[(b * gemm_m + i) * gemm_n + j] = {narrow('acc', out.dtype)};")
 
 

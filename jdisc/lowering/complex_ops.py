@@ -6,9 +6,10 @@ Values are C99 `_Complex` (numpy's and XLA's layout: real part, then imaginary p
 name can ever meet them. Addition, subtraction, negation and `==` are C's own. Multiplication is
 the plain four-product formula, as XLA:CPU's (C99 Annex G's recovery of infinities from NaN
 products would also keep GCC from vectorising it); division is C's own, whose Annex G recovery
-of infinities and zeros is what XLA:CPU gives. Transcendental functions are libm's C99 complex functions except where their
-results differ from XLA:CPU's (measured by tests/test_complex.py on a grid of finite and
-special values): log1p and expm1 are written out so that they stay accurate near 0.
+of infinities and zeros is what XLA:CPU gives. Transcendental functions are libm's C99 complex
+functions except where their results differ from XLA:CPU's (measured by tests/test_complex.py
+on a grid of finite and special values): pow, abs, tan, tanh, log1p, expm1 and sign are
+written out, log1p and expm1 also to stay accurate near 0.
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ def _geev(w, fn, op, ins, outs, dim, dt):
     with w.block("if (!finite)"):
         w(f"{info}[b] = -4;")
         w("continue;")
-    w(f"{t} *work = ({t} *)malloc(sizeof({t}) * (size_t)(n * n * {1 if is_complex(dt) else 3}) + 1);")
+    copies = 1 if is_complex(dt) else 3       # the matrix; real: also both packed vector sets
+    w(f"{t} *work = ({t} *)malloc(sizeof({t}) * (size_t)(n * n * {copies}) + 1);")
     w("if (!work) return 1;   /* the launcher reports it as out of memory */")
     w(f"memcpy(work, a, sizeof({t}) * (size_t)(n * n));")
     if is_complex(dt):
