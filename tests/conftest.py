@@ -87,6 +87,43 @@ def to_ir(fn, dynamic_axes, *args, constraints=()):
     return lower_to_ir(fn, *args, dynamic_axes=dynamic_axes, constraints=constraints)
 
 
+def compile_cpu_seconds(fn, args, dynamic_axes):
+    """CPU seconds of jdisc's own stages for `fn` (after jax.export, before the C compiler),
+    best of three, with the garbage collector off. Tests compare two program sizes with it: a
+    ratio does not depend on the machine's speed, and a full cycle collection walks every object
+    the earlier tests left alive, which would charge the heap's size to the compiler."""
+    import gc
+    import time
+    from jdisc import driver
+    from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
+    names = positional_names(fn, len(args))
+    leaves, tree = leaf_specs(args, normalize_dynamic_axes(dynamic_axes, names), names)
+    exported = driver.compile(driver.FunctionSource(fn, leaves, tree), "f",
+                              until="export").exported
+    spent = []
+    for _ in range(3):
+        gc.collect()
+        gc.disable()
+        try:
+            t = time.thread_time()
+            driver.compile(exported, "f", until="c")
+            spent.append(time.thread_time() - t)
+        finally:
+            gc.enable()
+    return min(spent)
+
+
+def assert_compile_linear(make_fn, args, dynamic_axes, depths=(50, 200)):
+    """jdisc's compile time grows at most linearly from make_fn(depths[0]) to make_fn(depths[1]):
+    the ratio of CPU times stays under twice the ratio of sizes (a linear compiler gives about the
+    size ratio or less, fixed costs included; a quadratic one the square, an exponential one
+    never finishes)."""
+    small, large = (compile_cpu_seconds(make_fn(d), args, dynamic_axes) for d in depths)
+    scale = depths[1] / depths[0]
+    assert large < 2 * scale * max(small, 0.01), \
+        f"depth {depths[0]}: {small:.3f} s, depth {depths[1]}: {large:.3f} s (x{large / small:.1f})"
+
+
 def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=()):
     """`differential` at each size n of `sizes` (arguments `make_args(n)`); returns the jdisc
     function and the last arguments."""
