@@ -1,6 +1,6 @@
 """FFTs and LAPACK calls: jdisc.jit against jax.jit at the exact shape, in one process.
 
-    python benchmarks/spectral_linalg.py [--repeats 15] [--json OUT.json]
+    python benchmarks/spectral_linalg.py [--repeats 15] [--json OUT.json] [--only SUBSTR]
 
 Each case is compiled once by jdisc (a dynamic batch) and once per shape by jax.jit (warmed up
 before timing); the calls of the two are interleaved, and each row reports the medians of
@@ -25,8 +25,10 @@ import jdisc
 # name -> (function, dynamic axes, shapes (one per row), complex input)
 CASES = {
     "fft n=1024": (jnp.fft.fft, ({0: "b"},), [(8, 1024), (64, 1024)], True),
+    "fft n=1000 (2^3 5^3)": (jnp.fft.fft, ({0: "b"},), [(64, 1000)], True),
     "fft n=1009 (prime)": (jnp.fft.fft, ({0: "b"},), [(8, 1009), (64, 1009)], True),
     "rfft n=4096": (jnp.fft.rfft, ({0: "b"},), [(16, 4096)], False),
+    "irfft n=4096": (lambda x: jnp.fft.irfft(x, n=4096), ({0: "b"},), [(16, 2049)], True),
     "fft2 64x64": (jnp.fft.fft2, ({0: "b"},), [(16, 64, 64)], True),
     "solve 64": (lambda a: jnp.linalg.solve(a + 64 * jnp.eye(64), a), ({0: "b"},),
                  [(16, 64, 64)], False),
@@ -58,11 +60,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--json", default=None)
+    p.add_argument("--only", default="", help="run the cases whose name contains this")
     opts = p.parse_args()
     rng = np.random.default_rng(0)
     print(f"machine: {os.cpu_count()} CPUs, load before {os.getloadavg()[0]:.2f}")
     rows = []
     for name, (fn, axes, shapes, complex_) in CASES.items():
+        if opts.only not in name:
+            continue
         jf, xf = jdisc.jit(fn, dynamic_axes=axes), jax.jit(fn)
         for shape in shapes:
             x = _arg(shape, complex_, rng)

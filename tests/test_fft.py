@@ -33,7 +33,10 @@ def run(rng, fns, shape, complex_, x64, dyn=({0: "b"},), batches=(0, 1, 3)):
                      what=f"{'/'.join(fns)} {shape} {np.dtype(dtype).name}")
 
 
-LENGTHS = [1, 2, 7, 16, 17, 30, 1009]
+# every kind of pass: radix 4 and 2 (16, 96), 3 and 5 (30, 45, 96), a generic radix (7, 17),
+# Bluestein for a large prime factor (74 = 2 * 37: its real transform's half length is Bluestein's,
+# 1009)
+LENGTHS = [1, 2, 7, 16, 17, 30, 45, 74, 96, 1009]
 
 
 def run_lengths(rng, fns, lengths, complex_, x64):

@@ -49,18 +49,26 @@ def test_sanitizer_catches_an_out_of_bounds_write(tmp_path):
     assert "heap-buffer-overflow" in proc.stderr
 
 
+# The differential tests that reach every kind of generated code: elementwise and fused
+# kernels of every op family and dtype, bounds checks on bad input, convolutions and pooling,
+# bitcasts, GEMMs on the pool, host control flow (while / cond / scan in the launcher) and the
+# LAPACK calls (their complex forms: the real ones use the same emitter with fewer workspaces).
+# Left out for time (about 4 minutes of 2-core CI): the larger models, which combine the same
+# kernels; the RNG bit-exactness tests; the decode loops, which repeat the control-flow tests
+# at a larger scale; the real-valued LAPACK tests.
+SANITIZED = [
+    "test_bad_input.py", "test_fusion.py", "test_ops.py", "test_dtypes.py",
+    "test_bitcast.py", "test_cnn_kernels.py", "test_gemm_pool.py",
+    "test_control_flow.py", "test_linalg.py"]
+SKIPPED = "decode or (test_linalg and float32)"
+
+
 def test_differential_suite_under_asan_ubsan():
     cache = tempfile.mkdtemp(prefix="jdisc-asan-")
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "2",
-             os.path.join(HERE, "test_models.py"), os.path.join(HERE, "test_bad_input.py"),
-             os.path.join(HERE, "test_compile_once.py"), os.path.join(HERE, "test_fusion.py"),
-             os.path.join(HERE, "test_ops.py"), os.path.join(HERE, "test_dtypes.py"),
-             os.path.join(HERE, "test_control_flow.py"),
-             os.path.join(HERE, "test_rng.py"), os.path.join(HERE, "test_bitcast.py"),
-             os.path.join(HERE, "test_cnn_kernels.py"), os.path.join(HERE, "test_gemm_pool.py"),
-             os.path.join(HERE, "test_linalg.py")],
+             "-k", f"not ({SKIPPED})", *(os.path.join(HERE, f) for f in SANITIZED)],
             env=_env(cache), capture_output=True, text=True, timeout=1800, cwd=HERE)
     finally:
         shutil.rmtree(cache, ignore_errors=True)

@@ -2,11 +2,11 @@
 transforms of c_runtime/jd_fft.h: per batch element, the block of the transformed axes is
 loaded as complex doubles, transformed along each axis, and stored in the result's type.
 
-RFFT transforms the real block as complex values and keeps the first n/2 + 1 entries of the
-last axis. IRFFT first rebuilds the whole block from its Hermitian half, X[k] = conj(X[-k])
-(indices mod each length), then runs the inverse transform and keeps the real part: the
-same result as an inverse complex transform over the leading axes and a complex-to-real one
-over the last (the imaginary parts of the self-conjugate entries are dropped either way).
+RFFT runs a real transform along each row of the last axis (jd_rfft_forward: two real
+values packed into one complex one, so half the work) and then complex transforms along the
+leading axes of the half block. IRFFT runs the inverse complex transforms along the leading
+axes of its half block first and then a complex-to-real transform along each row, which drops
+the imaginary parts of the self-conjugate entries (XLA's result for an inconsistent input).
 IFFT and IRFFT divide by the product of the lengths, as StableHLO says.
 
 Why not a library: no FFT library with a C interface installs from pip under a licence that
@@ -58,9 +58,10 @@ def emit_fft(ctx: KernelContext) -> None:
     x, out = op.operands[0], op.results[0]
     (src,), dst = ctx.operands, ctx.outputs[0]
     rank, total, last = len(lengths), prod(lengths), lengths[-1]
+    real = kind in ("RFFT", "IRFFT")
     half = last // 2 + 1
     lead = total // last                   # entries of the leading transformed axes
-    packed = lead * half                   # an RFFT result's / IRFFT operand's block
+    block = lead * half if real else total  # complex values the block holds
     w(f"const int64_t nb = {dim(prod(x.shape[:-rank]))};")
     w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
     if total == 0:
@@ -68,68 +69,59 @@ def emit_fft(ctx: KernelContext) -> None:
         w("return 0;")
         return
     w("if (nb == 0) return 0;")
-    w(f"jd_fft_plan plans[{rank}];")
+    # complex plans for the axes transformed as complex values: all of them, or the leading
+    # ones of a real transform (whose last axis has a real plan); built on the first call
+    n_complex = rank - 1 if real else rank
+    w(f"static void *slots[{rank}];")
+    w(f"const jd_fft_plan *plans[{rank}];")
     w("int failed = 0;")
-    w(f"for (int a = 0; a < {rank}; a++) failed |= jd_fft_plan_init(&plans[a], len[a]);")
-    w(f"double *block = (double *)malloc(sizeof(double) * {2 * total});")
-    w(f"double *line = (double *)malloc(sizeof(double) * {2 * max(lengths)});")
-    with w.block("if (failed || !block || !line)"):
-        w(f"for (int a = 0; a < {rank}; a++) jd_fft_plan_free(&plans[a]);")
-        w("free(block); free(line);")
-        w("return 1;   /* the launcher reports it as out of memory */")
-    scale = "1.0" if kind in ("FFT", "RFFT") else f"(1.0 / {total}.0)"
+    with w.block(f"for (int a = 0; a < {n_complex}; a++)"):
+        w("plans[a] = (const jd_fft_plan *)jd_fft_cached(&slots[a], len[a], jd_fft_build, "
+          "jd_fft_drop);")
+        w("failed |= !plans[a];")
+    if real:
+        w("static void *rslot;")
+        w(f"const jd_rfft_plan *rplan = (const jd_rfft_plan *)jd_fft_cached(&rslot, {last}, "
+          "jd_rfft_build, jd_rfft_drop);")
+        w("if (failed || !rplan) return 1;   /* the launcher reports it as out of memory */")
+        w(f"int64_t need = jd_fft_axes_work(plans, len, {n_complex}, {half});")
+        w("if (need < jd_rfft_work(rplan)) need = jd_rfft_work(rplan);")
+        w(f"double *row = (double *)malloc(sizeof(double) * {last});")
+    else:
+        w("if (failed) return 1;   /* the launcher reports it as out of memory */")
+        w(f"const int64_t need = jd_fft_axes_work(plans, len, {rank}, 1);")
+        w("double *row = NULL;")
+    w(f"double *block = (double *)malloc(sizeof(double) * {2 * block});")
+    w("double *work = (double *)malloc(sizeof(double) * (size_t)(2 * need + 2));")
+    with w.block(f"if (!block || !work{' || !row' if real else ''})"):
+        w("free(block); free(work); free(row);")
+        w("return 1;")
+    inverse = int(kind in ("IFFT", "IRFFT"))
+    scale = "1.0" if not inverse else f"(1.0 / {total}.0)"
+    mk = f"JD_{out.dtype.upper()}" if out.dtype in ("c64", "c128") else None
+    re_, im_ = _parts(x.dtype) if x.dtype in ("c64", "c128") else ("", "")
     with w.block("for (int64_t b = 0; b < nb; b++)"):
-        if kind == "RFFT":
-            with w.block(f"for (int64_t i = 0; i < {total}; i++)"):
-                w(f"block[2 * i] = (double){src}[b * {total} + i]; block[2 * i + 1] = 0;")
-        elif kind == "IRFFT":
-            _load_hermitian(w, src, lengths, x.dtype, packed)
-        else:
-            re_, im_ = _parts(x.dtype)
-            with w.block(f"for (int64_t i = 0; i < {total}; i++)"):
-                w(f"block[2 * i] = {re_}({src}[b * {total} + i]); "
-                  f"block[2 * i + 1] = {im_}({src}[b * {total} + i]);")
-        w(f"jd_fft_block(plans, len, {rank}, block, line, {int(kind in ('IFFT', 'IRFFT'))});")
-        mk = f"JD_{out.dtype.upper()}" if out.dtype in ("c64", "c128") else None
-        if kind == "IRFFT":
-            with w.block(f"for (int64_t i = 0; i < {total}; i++)"):
-                w(f"{dst}[b * {total} + i] = ({ctype(out.dtype)})(block[2 * i] * {scale});")
-        elif kind == "RFFT":
+        if kind == "RFFT":               # real rows, then the leading axes of the half block
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
-                with w.block(f"for (int64_t k = 0; k < {half}; k++)"):
-                    w(f"const double *v = block + 2 * (q * {last} + k);")
-                    w(f"{dst}[b * {packed} + q * {half} + k] = {mk}(v[0], v[1]);")
+                with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
+                    w(f"row[k] = (double){src}[b * {total} + q * {last} + k];")
+                w(f"jd_rfft_forward(rplan, row, block + 2 * q * {half}, work);")
+            w(f"jd_fft_axes(plans, len, {rank - 1}, {half}, block, 0, work);")
         else:
-            with w.block(f"for (int64_t i = 0; i < {total}; i++)"):
-                w(f"{dst}[b * {total} + i] = {mk}(block[2 * i] * {scale}, "
+            with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
+                w(f"block[2 * i] = {re_}({src}[b * {block} + i]); "
+                  f"block[2 * i + 1] = {im_}({src}[b * {block} + i]);")
+            w(f"jd_fft_axes(plans, len, {n_complex}, {half if real else 1}, block, {inverse}, "
+              "work);")
+        if kind == "IRFFT":              # the leading axes done: complex-to-real rows
+            with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
+                w(f"jd_rfft_inverse(rplan, block + 2 * q * {half}, row, work);")
+                with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
+                    w(f"{dst}[b * {total} + q * {last} + k] = "
+                      f"({ctype(out.dtype)})(row[k] * {scale});")
+        else:
+            with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
+                w(f"{dst}[b * {block} + i] = {mk}(block[2 * i] * {scale}, "
                   f"block[2 * i + 1] * {scale});")
-    w(f"for (int a = 0; a < {rank}; a++) jd_fft_plan_free(&plans[a]);")
-    w("free(block); free(line);")
+    w("free(block); free(work); free(row);")
     w("return 0;")
-
-
-def _load_hermitian(w, src: str, lengths, dt: str, packed: int) -> None:
-    """The whole complex block from its stored half along the last axis: entry (i, k) for
-    k > L/2 is conj of entry (-i, L - k), the leading indices negated mod their lengths."""
-    re_, im_ = _parts(dt)
-    last, half = lengths[-1], lengths[-1] // 2 + 1
-    lead_lengths = lengths[:-1]
-    idx = [f"i{a}" for a in range(len(lead_lengths))]
-    for a, n in enumerate(lead_lengths):
-        w.open(f"for (int64_t i{a} = 0; i{a} < {n}; i{a}++)")
-    q = "0"
-    neg = "0"
-    for a, n in enumerate(lead_lengths):
-        q = f"({q}) * {n} + {idx[a]}"
-        neg = f"({neg}) * {n} + ({n} - {idx[a]}) % {n}"
-    w(f"const int64_t q = {q}, qneg = {neg};")
-    with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
-        w(f"double *v = block + 2 * (q * {last} + k);")
-        with w.block(f"if (k < {half})"):
-            w(f"v[0] = {re_}({src}[b * {packed} + q * {half} + k]); "
-              f"v[1] = {im_}({src}[b * {packed} + q * {half} + k]);")
-        with w.block("else"):
-            w(f"v[0] = {re_}({src}[b * {packed} + qneg * {half} + ({last} - k)]); "
-              f"v[1] = -{im_}({src}[b * {packed} + qneg * {half} + ({last} - k)]);")
-    for _ in lead_lengths:
-        w.close()

@@ -8,7 +8,7 @@
     jd_half.h           f16 / bf16 conversions
     jd_math.h           vectorisable f32 exp, expm1, log, tanh, logistic
     jd_rng.h            Philox and ThreeFry counter-based random bits
-    jd_fft.h            discrete Fourier transforms of any length (radix 2, Bluestein)
+    jd_fft.h            discrete Fourier transforms of any length (mixed radix, Bluestein)
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
