@@ -2,8 +2,9 @@
 its own, c_runtime/jd_fft.h, computed in double precision).
 
 jax.export fixes every transformed length at trace time, so the lengths here are static and
-the batch dims dynamic (0, 1, several). Lengths cover 1, powers of two, primes (7, 17, 1009:
-Bluestein's algorithm) and composites. Tolerance: 1e-5 of the output's scale for f32/c64
+the batch dims dynamic (0, 1, several). Lengths cover 1, powers of two, small primes (a DFT
+pass), primes with Bluestein's algorithm (37 inside 74, 1009) and composites; large batches
+run in pieces on the pool. Tolerance: 1e-5 of the output's scale for f32/c64
 (both sides round to f32 once per output; XLA's f32 FFT also rounds inside) and 1e-12 for
 f64/c128.
 """
@@ -88,3 +89,12 @@ def test_batch_in_the_middle_and_helpers(rng):
               "freq": lambda x: x[..., :1] * F.fftfreq(8)[None, :, None].astype(x.dtype),
               "rfreq": lambda x: F.rfftfreq(8, d=0.5)},
         (8, 3), True, False, dyn=({0: "b", 2: "c"},))
+
+
+def test_large_batches_split_over_the_pool(rng):
+    # from 4096 values per call the batch runs in pieces on the pool, each piece with its own
+    # scratch (plans are shared): odd piece boundaries, every kind, a Bluestein length, 2-D
+    run(rng, {"fft": F.fft, "ifft": F.ifft}, (257,), True, False, batches=(1, 17, 61))
+    run(rng, {"rfft": F.rfft, "rfft2": F.rfft2}, (12, 74), False, False, batches=(1, 7, 23))
+    run(rng, {"irfft": lambda x: F.irfft(x, n=300), "fft2": F.fft2}, (9, 151), True, False,
+        batches=(1, 5, 31))

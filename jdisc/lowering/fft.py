@@ -27,6 +27,7 @@ from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.loops import KernelContext
 
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
+PARALLEL_MIN_VALUES = 4096   # complex values per call below which the pool is not worth waking
 
 
 def fft_type(op: Op) -> str:
@@ -74,11 +75,13 @@ def emit_fft(ctx: KernelContext) -> None:
     n_complex = rank - 1 if real else rank
     w(f"static void *slots[{rank}];")
     w(f"const jd_fft_plan *plans[{rank}];")
+    w("const jd_fft_plan *const *pl = plans;")
     w("int failed = 0;")
     with w.block(f"for (int a = 0; a < {n_complex}; a++)"):
         w("plans[a] = (const jd_fft_plan *)jd_fft_cached(&slots[a], len[a], jd_fft_build, "
           "jd_fft_drop);")
         w("failed |= !plans[a];")
+    shares = [("const jd_fft_plan *const *", "pl"), ("int64_t", "need")]
     if real:
         w("static void *rslot;")
         w(f"const jd_rfft_plan *rplan = (const jd_rfft_plan *)jd_fft_cached(&rslot, {last}, "
@@ -86,42 +89,55 @@ def emit_fft(ctx: KernelContext) -> None:
         w("if (failed || !rplan) return 1;   /* the launcher reports it as out of memory */")
         w(f"int64_t need = jd_fft_axes_work(plans, len, {n_complex}, {half});")
         w("if (need < jd_rfft_work(rplan)) need = jd_rfft_work(rplan);")
-        w(f"double *row = (double *)malloc(sizeof(double) * {last});")
+        shares.append(("const jd_rfft_plan *", "rplan"))
     else:
         w("if (failed) return 1;   /* the launcher reports it as out of memory */")
         w(f"const int64_t need = jd_fft_axes_work(plans, len, {rank}, 1);")
-        w("double *row = NULL;")
-    w(f"double *block = (double *)malloc(sizeof(double) * {2 * block});")
-    w("double *work = (double *)malloc(sizeof(double) * (size_t)(2 * need + 2));")
-    with w.block(f"if (!block || !work{' || !row' if real else ''})"):
+    # batch elements in pieces on the pool, each piece with its own block and scratch
+    w.parallel("nb", f"nb > 1 && nb * {total} >= {PARALLEL_MIN_VALUES}", shares, failed="failed")
+    with w.block(""):
+        w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
+        w(f"double *row = {f'(double *)malloc(sizeof(double) * {last})' if real else 'NULL'};")
+        w(f"double *block = (double *)malloc(sizeof(double) * {2 * block});")
+        w("double *work = (double *)malloc(sizeof(double) * (size_t)(2 * need + 2));")
+        w(f"if (!block || !work{' || !row' if real else ''}) failed = 1;")
+        _emit_batch_loop(w, kind, lengths, src, dst, x.dtype, out.dtype)
         w("free(block); free(work); free(row);")
-        w("return 1;")
+    w("return failed;   /* the launcher reports it as out of memory */")
+
+
+def _emit_batch_loop(w, kind: str, lengths, src: str, dst: str, in_dt: str, out_dt: str):
+    """The transforms of batch elements jd_lo .. jd_hi (none when a buffer is missing)."""
+    rank, total, last = len(lengths), prod(lengths), lengths[-1]
+    real = kind in ("RFFT", "IRFFT")
+    half = last // 2 + 1
+    lead = total // last
+    block = lead * half if real else total
+    n_complex = rank - 1 if real else rank
     inverse = int(kind in ("IFFT", "IRFFT"))
     scale = "1.0" if not inverse else f"(1.0 / {total}.0)"
-    mk = f"JD_{out.dtype.upper()}" if out.dtype in ("c64", "c128") else None
-    re_, im_ = _parts(x.dtype) if x.dtype in ("c64", "c128") else ("", "")
-    with w.block("for (int64_t b = 0; b < nb; b++)"):
+    mk = f"JD_{out_dt.upper()}" if out_dt in ("c64", "c128") else None
+    re_, im_ = _parts(in_dt) if in_dt in ("c64", "c128") else ("", "")
+    with w.block("for (int64_t b = jd_lo; b < (failed ? jd_lo : jd_hi); b++)"):
         if kind == "RFFT":               # real rows, then the leading axes of the half block
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
                 with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
                     w(f"row[k] = (double){src}[b * {total} + q * {last} + k];")
                 w(f"jd_rfft_forward(rplan, row, block + 2 * q * {half}, work);")
-            w(f"jd_fft_axes(plans, len, {rank - 1}, {half}, block, 0, work);")
+            w(f"jd_fft_axes(pl, len, {rank - 1}, {half}, block, 0, work);")
         else:
             with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
                 w(f"block[2 * i] = {re_}({src}[b * {block} + i]); "
                   f"block[2 * i + 1] = {im_}({src}[b * {block} + i]);")
-            w(f"jd_fft_axes(plans, len, {n_complex}, {half if real else 1}, block, {inverse}, "
+            w(f"jd_fft_axes(pl, len, {n_complex}, {half if real else 1}, block, {inverse}, "
               "work);")
         if kind == "IRFFT":              # the leading axes done: complex-to-real rows
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
                 w(f"jd_rfft_inverse(rplan, block + 2 * q * {half}, row, work);")
                 with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
                     w(f"{dst}[b * {total} + q * {last} + k] = "
-                      f"({ctype(out.dtype)})(row[k] * {scale});")
+                      f"({ctype(out_dt)})(row[k] * {scale});")
         else:
             with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
                 w(f"{dst}[b * {block} + i] = {mk}(block[2 * i] * {scale}, "
                   f"block[2 * i + 1] * {scale});")
-    w("free(block); free(work); free(row);")
-    w("return 0;")
