@@ -3,8 +3,8 @@ its own, c_runtime/jd_fft.h, computed in double precision).
 
 jax.export fixes every transformed length at trace time, so the lengths here are static and
 the batch dims dynamic (0, 1, several). Lengths cover 1, powers of two, small primes (a DFT
-pass), primes with Bluestein's algorithm (37 inside 74, 1009) and composites; large batches
-run in pieces on the pool. Tolerance: 1e-5 of the output's scale for f32/c64
+pass), large primes (Rader's and Bluestein's algorithms) and composites; large batches run in
+pieces on the pool. Tolerance: 1e-5 of the output's scale for f32/c64
 (both sides round to f32 once per output; XLA's f32 FFT also rounds inside) and 1e-12 for
 f64/c128.
 """
@@ -34,10 +34,10 @@ def run(rng, fns, shape, complex_, x64, dyn=({0: "b"},), batches=(0, 1, 3)):
                      what=f"{'/'.join(fns)} {shape} {np.dtype(dtype).name}")
 
 
-# every kind of pass: radix 4 and 2 (16, 96), 3 and 5 (30, 45, 96), a generic radix (7, 17),
-# Bluestein for a large prime factor (74 = 2 * 37: its real transform's half length is Bluestein's,
-# 1009)
-LENGTHS = [1, 2, 7, 16, 17, 30, 45, 74, 96, 1009]
+# every kind of pass: radix 4 and 2 (16, 96), 3 and 5 (30, 45, 96), a DFT pass (7, 17);
+# Rader's algorithm for a prime with smooth p - 1 (1009, and 37 as the half length of 74's real
+# transform); Bluestein's for a prime factor without (83, and inside 166)
+LENGTHS = [1, 2, 7, 16, 17, 30, 45, 74, 83, 96, 166, 1009]
 
 
 def run_lengths(rng, fns, lengths, complex_, x64):

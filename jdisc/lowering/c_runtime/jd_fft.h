@@ -3,8 +3,11 @@
    A length whose prime factors are all at most JD_FFT_MAX_RADIX runs a mixed-radix Stockham
    FFT: one pass per factor (radix 4 first, then 2, 3, 5 and the other small primes), each pass
    reading one buffer and writing the other in sorted order, so no bit reversal is needed.
-   Every other length runs Bluestein's algorithm: the DFT written as a convolution with the
-   chirp exp(-i pi k^2 / n), computed by mixed-radix FFTs of a 5-smooth length m >= 2n - 1.
+   A larger prime n whose n - 1 has small factors runs Rader's algorithm: with g a generator
+   of the integers mod n, X[g^-p] - x[0] is the cyclic convolution of x[g^q] with
+   exp(-2 pi i g^-m / n), computed by mixed-radix FFTs of length n - 1. Every other length runs
+   Bluestein's algorithm: the DFT written as a convolution with the chirp exp(-i pi k^2 / n),
+   computed by mixed-radix FFTs of a 5-smooth length m >= 2n - 1.
 
    Accuracy: every twiddle factor is one entry of a table of the n roots exp(-2 pi i r / n),
    each its own cos/sin call with r reduced exactly in integers (never a product of earlier
@@ -34,9 +37,11 @@ typedef struct jd_fft_plan {
   int64_t radix[JD_FFT_MAX_PASSES];
   double *roots;                   /* mixed radix: exp(-2 pi i r / n) for r < n */
   double *twiddles;                /* mixed radix: each pass's twiddles, one after another */
-  struct jd_fft_plan *sub;         /* Bluestein: the plan of length m */
+  struct jd_fft_plan *sub;         /* Rader: the plan of length n - 1; Bluestein: of m */
   double *chirp;                   /* Bluestein: n values exp(-i pi k^2 / n) */
-  double *filter;                  /* Bluestein: the DFT of the conjugated, wrapped chirp */
+  double *filter;                  /* Bluestein: the DFT of the conjugated, wrapped chirp;
+                                      Rader: the DFT of exp(-2 pi i g^-m / n), over n - 1 */
+  int64_t *perm;                   /* Rader: g^q mod n, then g^-p mod n, for q, p < n - 1 */
 } jd_fft_plan;
 
 static const double jd_pi = 3.14159265358979323846264338327950288;
@@ -143,22 +148,38 @@ static void jd_fft_pass(int64_t s, int64_t p, int64_t mp, const double *tw, cons
         y3[0] = JD_CMUL_RE(t3r, t3i, w[4], w[5]); y3[1] = JD_CMUL_IM(t3r, t3i, w[4], w[5]);
         y4[0] = JD_CMUL_RE(t4r, t4i, w[6], w[7]); y4[1] = JD_CMUL_IM(t4r, t4i, w[6], w[7]);
       }
-    } else {                                  /* any other radix <= JD_FFT_MAX_RADIX: a DFT */
-      for (int64_t q = 0; q < s; q++) {
-        for (int64_t k = 0; k < p; k++) {
-          double tr = 0, ti = 0;
-          for (int64_t j2 = 0, t = 0; j2 < p; j2++, t = (t + k) % p) {
-            const double *x = in + 2 * (q + j2 * in_step), *r = roots + 2 * t * rstride;
-            tr += JD_CMUL_RE(x[0], x[1], r[0], r[1]);
-            ti += JD_CMUL_IM(x[0], x[1], r[0], r[1]);
+    } else {              /* any other (odd prime) radix <= JD_FFT_MAX_RADIX: a DFT by pairs */
+      /* with S_j = a_j + a_(p-j), D_j = a_j - a_(p-j), c = cos, s = sin of 2 pi jk / p:
+         t_k = a_0 + sum_j c S_j - i sum_j s D_j and t_(p-k) the same with + i; row k gathers
+         U_k = sum_j c S_j and row p - k gathers V_k = sum_j s D_j, q innermost */
+      const int64_t h = (p - 1) / 2;
+      double *y0 = out;
+      for (int64_t q = 0; q < 2 * s; q++) y0[q] = in[q];
+      for (int64_t k = 1; k < p; k++)
+        for (int64_t q = 0; q < 2 * s; q++) out[2 * k * s + q] = 0;
+      for (int64_t j = 1; j <= h; j++) {
+        const double *xa = in + 2 * j * in_step, *xb = in + 2 * (p - j) * in_step;
+        for (int64_t q = 0; q < 2 * s; q++) y0[q] += xa[q] + xb[q];
+        for (int64_t k = 1; k <= h; k++) {
+          const double *r = roots + 2 * ((j * k) % p) * rstride;
+          const double c = r[0], sn = -r[1];
+          double *u = out + 2 * k * s, *v = out + 2 * (p - k) * s;
+          for (int64_t q = 0; q < 2 * s; q++) {
+            u[q] += c * (xa[q] + xb[q]);
+            v[q] += sn * (xa[q] - xb[q]);
           }
-          double *y = out + 2 * (k * s + q);
-          if (k == 0) {
-            y[0] = tr; y[1] = ti;
-          } else {
-            y[0] = JD_CMUL_RE(tr, ti, w[2 * (k - 1)], w[2 * (k - 1) + 1]);
-            y[1] = JD_CMUL_IM(tr, ti, w[2 * (k - 1)], w[2 * (k - 1) + 1]);
-          }
+        }
+      }
+      for (int64_t k = 1; k <= h; k++) {
+        double *u = out + 2 * k * s, *v = out + 2 * (p - k) * s;
+        const double w1r = w[2 * (k - 1)], w1i = w[2 * (k - 1) + 1];
+        const double w2r = w[2 * (p - k - 1)], w2i = w[2 * (p - k - 1) + 1];
+        for (int64_t q = 0; q < s; q++) {
+          const double ur = in[2 * q] + u[2 * q], ui = in[2 * q + 1] + u[2 * q + 1];
+          const double vr = v[2 * q], vi = v[2 * q + 1];
+          const double t1r = ur + vi, t1i = ui - vr, t2r = ur - vi, t2i = ui + vr;
+          u[2 * q] = JD_CMUL_RE(t1r, t1i, w1r, w1i); u[2 * q + 1] = JD_CMUL_IM(t1r, t1i, w1r, w1i);
+          v[2 * q] = JD_CMUL_RE(t2r, t2i, w2r, w2i); v[2 * q + 1] = JD_CMUL_IM(t2r, t2i, w2r, w2i);
         }
       }
     }
@@ -170,17 +191,71 @@ static void jd_fft_plan_free(jd_fft_plan *p) {
     jd_fft_plan_free(p->sub);
     free(p->sub);
   }
-  free(p->roots); free(p->twiddles); free(p->chirp); free(p->filter);
+  free(p->roots); free(p->twiddles); free(p->chirp); free(p->filter); free(p->perm);
   p->roots = p->twiddles = p->chirp = p->filter = NULL;
   p->sub = NULL;
+  p->perm = NULL;
 }
 
 static void jd_fft_run(const jd_fft_plan *p, double *x, int64_t v, int inverse, double *work);
+static int jd_fft_plan_init(jd_fft_plan *p, int64_t n);
 
 /* complex scratch values per vector element that jd_fft_run needs */
 static int64_t jd_fft_work(const jd_fft_plan *p) {
   if (p->n <= 1) return 0;
-  return p->passes > 0 ? p->n : p->sub->n + jd_fft_work(p->sub);
+  if (p->passes > 0) return p->n;
+  return p->sub->n + jd_fft_work(p->sub) + (p->perm ? 2 : 0);   /* Rader: x[0] and the sum */
+}
+
+static uint64_t jd_fft_powmod(uint64_t b, uint64_t e, uint64_t n) {   /* n < 2^32 */
+  uint64_t r = 1;
+  for (b %= n; e; e >>= 1, b = b * b % n)
+    if (e & 1) r = r * b % n;
+  return r;
+}
+
+/* a generator of the integers mod the prime n (n < 2^32), or 0 when n is not prime */
+static int64_t jd_fft_generator(int64_t n) {
+  int64_t factors[64], count = 0, rest = n - 1;
+  for (int64_t d = 2; d * d <= n; d++)
+    if (n % d == 0) return 0;
+  for (int64_t d = 2; d * d <= rest; d++)
+    if (rest % d == 0) {
+      factors[count++] = d;
+      while (rest % d == 0) rest /= d;
+    }
+  if (rest > 1) factors[count++] = rest;
+  for (int64_t g = 2; g < n; g++) {
+    int ok = 1;
+    for (int64_t i = 0; i < count && ok; i++)
+      ok = jd_fft_powmod((uint64_t)g, (uint64_t)((n - 1) / factors[i]), (uint64_t)n) != 1;
+    if (ok) return g;
+  }
+  return 0;
+}
+
+/* Rader's plan for the prime n with generator g: 0, or 1 when out of memory */
+static int jd_fft_rader_init(jd_fft_plan *p, int64_t n, int64_t g) {
+  const int64_t m = n - 1;
+  p->sub = (jd_fft_plan *)calloc(1, sizeof(jd_fft_plan));
+  p->filter = (double *)malloc(sizeof(double) * (size_t)(2 * m));
+  p->perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * m));
+  if (!p->sub || !p->filter || !p->perm || jd_fft_plan_init(p->sub, m)) return 1;
+  const uint64_t ginv = jd_fft_powmod((uint64_t)g, (uint64_t)(n - 2), (uint64_t)n);
+  for (int64_t q = 0, up = 1, down = 1; q < m; q++) {
+    p->perm[q] = up;                                 /* g^q */
+    p->perm[m + q] = down;                           /* g^-q */
+    const double angle = 2 * jd_pi * (double)down / (double)n;
+    p->filter[2 * q] = cos(angle) / (double)m;       /* the inverse DFT's 1 / (n - 1) */
+    p->filter[2 * q + 1] = -sin(angle) / (double)m;
+    up = (int64_t)((uint64_t)up * (uint64_t)g % (uint64_t)n);
+    down = (int64_t)((uint64_t)down * ginv % (uint64_t)n);
+  }
+  double *work = (double *)malloc(sizeof(double) * (size_t)(2 * jd_fft_work(p->sub) + 2));
+  if (!work) return 1;
+  jd_fft_run(p->sub, p->filter, 1, 0, work);
+  free(work);
+  return 0;
 }
 
 /* 0, or 1 when out of memory (the plan is then empty) */
@@ -211,6 +286,15 @@ static int jd_fft_plan_init(jd_fft_plan *p, int64_t n) {
           const int64_t r = (s * j1 * k) % n;
           tw[0] = p->roots[2 * r]; tw[1] = p->roots[2 * r + 1];
         }
+    }
+    return 0;
+  }
+  int64_t small[JD_FFT_MAX_PASSES];
+  const int64_t g = n < ((int64_t)1 << 32) && jd_fft_factor(n - 1, small) ? jd_fft_generator(n) : 0;
+  if (g) {                                                /* Rader */
+    if (jd_fft_rader_init(p, n, g)) {
+      jd_fft_plan_free(p);
+      return 1;
     }
     return 0;
   }
@@ -290,7 +374,39 @@ static void jd_fft_run(const jd_fft_plan *p, double *x, int64_t v, int inverse, 
       double *t = a; a = b; b = t;
     }
     if (a != x) memcpy(x, a, sizeof(double) * (size_t)(2 * n * v));
-  } else {
+  } else if (p->perm) {                    /* Rader */
+    const int64_t m = n - 1;
+    double *a = work, *x0 = work + 2 * m * v, *sum = x0 + 2 * v, *sub_work = sum + 2 * v;
+    for (int64_t e = 0; e < v; e++) {
+      x0[2 * e] = sum[2 * e] = x[2 * e];
+      x0[2 * e + 1] = sum[2 * e + 1] = x[2 * e + 1];
+    }
+    for (int64_t q = 0; q < m; q++) {
+      const double *xv = x + 2 * p->perm[q] * v;
+      double *av = a + 2 * q * v;
+      for (int64_t e = 0; e < 2 * v; e++) {
+        av[e] = xv[e];
+        sum[e] += xv[e];
+      }
+    }
+    jd_fft_run(p->sub, a, v, 0, sub_work);
+    for (int64_t q = 0; q < m; q++) {
+      const double fr = p->filter[2 * q], fi = p->filter[2 * q + 1];
+      for (int64_t e = 0; e < v; e++) {
+        double *av = a + 2 * (q * v + e);
+        const double ar = av[0], ai = av[1];
+        av[0] = JD_CMUL_RE(ar, ai, fr, fi);
+        av[1] = JD_CMUL_IM(ar, ai, fr, fi);
+      }
+    }
+    jd_fft_run(p->sub, a, v, 1, sub_work);
+    memcpy(x, sum, sizeof(double) * (size_t)(2 * v));
+    for (int64_t q = 0; q < m; q++) {
+      double *xv = x + 2 * p->perm[m + q] * v;
+      const double *av = a + 2 * q * v;
+      for (int64_t e = 0; e < 2 * v; e++) xv[e] = x0[e] + av[e];
+    }
+  } else {                                 /* Bluestein */
     const int64_t m = p->sub->n;
     double *a = work, *sub_work = work + 2 * m * v;
     for (int64_t k = 0; k < n; k++) {
