@@ -1,11 +1,13 @@
 """FFTs and LAPACK calls: jdisc.jit against jax.jit at the exact shape, in one process.
 
-    python benchmarks/spectral_linalg.py [--repeats 15] [--json OUT.json] [--only SUBSTR]
+    python benchmarks/spectral_linalg.py [--repeats 15] [--rounds 3] [--json OUT.json]
+                                         [--only SUBSTR]
 
 Each case is compiled once by jdisc (a dynamic batch) and once per shape by jax.jit (warmed up
-before timing); the calls of the two are interleaved, and each row reports the medians of
-`--repeats` calls and the ratio jdisc / jax.jit (below 1: jdisc is faster). The machine and
-the load average before and after are printed: run it on a quiet machine.
+before timing); the calls of the two are interleaved, and each row reports the median over
+`--rounds` rounds of the median of `--repeats` calls, and the ratio jdisc / jax.jit (below 1:
+jdisc is faster). The machine and the load average before and after are printed: run it on a
+quiet machine, with more rounds where a background load comes and goes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import jdisc
 
 # name -> (function, dynamic axes, shapes (one per row), complex input)
 CASES = {
+    "fft n=64 (tiny call)": (jnp.fft.fft, ({0: "b"},), [(1, 64)], True),
     "fft n=1024": (jnp.fft.fft, ({0: "b"},), [(8, 1024), (64, 1024)], True),
     "fft n=1000 (2^3 5^3)": (jnp.fft.fft, ({0: "b"},), [(64, 1000)], True),
     "fft n=1009 (prime)": (jnp.fft.fft, ({0: "b"},), [(8, 1009), (64, 1009)], True),
@@ -59,6 +62,7 @@ def _median_call(fn, arg, repeats):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default=None)
     p.add_argument("--only", default="", help="run the cases whose name contains this")
     opts = p.parse_args()
@@ -74,7 +78,7 @@ def main() -> None:
             jax.block_until_ready(jf(x))
             jax.block_until_ready(xf(x))
             j, x_ = [], []
-            for _ in range(3):     # interleaved rounds
+            for _ in range(opts.rounds):     # interleaved rounds
                 j.append(_median_call(jf, x, opts.repeats))
                 x_.append(_median_call(xf, x, opts.repeats))
             tj, tx = statistics.median(j), statistics.median(x_)
