@@ -358,6 +358,23 @@ static void jd_fft_conj(double *x, int64_t n) {
   for (int64_t k = 0; k < n; k++) x[2 * k + 1] = -x[2 * k + 1];
 }
 
+/* Rader's and Bluestein's convolution: each column of a (sub->n x v) <- the unnormalised
+   inverse DFT of its DFT times p->filter */
+static void jd_fft_convolve(const jd_fft_plan *p, double *a, int64_t v, double *work) {
+  const int64_t m = p->sub->n;
+  jd_fft_run(p->sub, a, v, 0, work);
+  for (int64_t k = 0; k < m; k++) {
+    const double fr = p->filter[2 * k], fi = p->filter[2 * k + 1];
+    for (int64_t e = 0; e < v; e++) {
+      double *av = a + 2 * (k * v + e);
+      const double ar = av[0], ai = av[1];
+      av[0] = JD_CMUL_RE(ar, ai, fr, fi);
+      av[1] = JD_CMUL_IM(ar, ai, fr, fi);
+    }
+  }
+  jd_fft_run(p->sub, a, v, 1, work);
+}
+
 /* x (n x v interleaved values) <- the DFT of each of its v columns: exp(-2 pi i jk / n)
    forward, exp(+...) inverse; work has jd_fft_work(p) * v complex values */
 static void jd_fft_run(const jd_fft_plan *p, double *x, int64_t v, int inverse, double *work) {
@@ -389,17 +406,7 @@ static void jd_fft_run(const jd_fft_plan *p, double *x, int64_t v, int inverse, 
         sum[e] += xv[e];
       }
     }
-    jd_fft_run(p->sub, a, v, 0, sub_work);
-    for (int64_t q = 0; q < m; q++) {
-      const double fr = p->filter[2 * q], fi = p->filter[2 * q + 1];
-      for (int64_t e = 0; e < v; e++) {
-        double *av = a + 2 * (q * v + e);
-        const double ar = av[0], ai = av[1];
-        av[0] = JD_CMUL_RE(ar, ai, fr, fi);
-        av[1] = JD_CMUL_IM(ar, ai, fr, fi);
-      }
-    }
-    jd_fft_run(p->sub, a, v, 1, sub_work);
+    jd_fft_convolve(p, a, v, sub_work);
     memcpy(x, sum, sizeof(double) * (size_t)(2 * v));
     for (int64_t q = 0; q < m; q++) {
       double *xv = x + 2 * p->perm[m + q] * v;
@@ -418,17 +425,7 @@ static void jd_fft_run(const jd_fft_plan *p, double *x, int64_t v, int inverse, 
       }
     }
     memset(a + 2 * n * v, 0, sizeof(double) * (size_t)(2 * (m - n) * v));
-    jd_fft_run(p->sub, a, v, 0, sub_work);
-    for (int64_t k = 0; k < m; k++) {
-      const double fr = p->filter[2 * k], fi = p->filter[2 * k + 1];
-      for (int64_t e = 0; e < v; e++) {
-        double *av = a + 2 * (k * v + e);
-        const double ar = av[0], ai = av[1];
-        av[0] = JD_CMUL_RE(ar, ai, fr, fi);
-        av[1] = JD_CMUL_IM(ar, ai, fr, fi);
-      }
-    }
-    jd_fft_run(p->sub, a, v, 1, sub_work);
+    jd_fft_convolve(p, a, v, sub_work);
     const double scale = 1.0 / (double)m;
     for (int64_t k = 0; k < n; k++) {
       const double cr = p->chirp[2 * k] * scale, ci = p->chirp[2 * k + 1] * scale;
