@@ -121,7 +121,7 @@ def assert_compile_linear(make_fn, args, dynamic_axes, depths=(50, 200)):
     small, large = (compile_cpu_seconds(make_fn(d), args, dynamic_axes) for d in depths)
     scale = depths[1] / depths[0]
     assert large < 2 * scale * max(small, 0.01), \
-        f"depth {depths[0]}: {small:.3f} s, depth {depths[1]}: {large:.3f} s (x{large / small:.1f})"
+        f"depth {depths[0]}: {small:.3f} s, depth {depths[1]}: {large:.3f} s (x{large / max(small, 1e-9):.1f})"
 
 
 def check_against_jax(fn, dynamic_axes, make_args, sizes, tol=0.0, constraints=()):

@@ -53,16 +53,25 @@ def _parts(dt: str) -> tuple[str, str]:
     return f"creal{s}", f"cimag{s}"
 
 
+def _sizes(kind: str, lengths) -> tuple[int, ...]:
+    """rank, total (values per block), last (the last axis's length), half (its stored half),
+    lead (entries of the leading axes), block (complex values a block holds: the half block of
+    a real transform) and n_complex (axes transformed as complex values: all, or the leading
+    ones of a real transform, whose last axis has a real plan)."""
+    rank, total, last = len(lengths), prod(lengths), lengths[-1]
+    real = kind in ("RFFT", "IRFFT")
+    half, lead = last // 2 + 1, total // last
+    n_complex = rank - 1 if real else rank
+    return rank, total, last, half, lead, lead * half if real else total, n_complex
+
+
 def emit_fft(ctx: KernelContext) -> None:
     w, op, dim = ctx.w, ctx.kernel.root, ctx.dim
     kind, lengths = fft_type(op), fft_lengths(op)
     x, out = op.operands[0], op.results[0]
     (src,), dst = ctx.operands, ctx.outputs[0]
-    rank, total, last = len(lengths), prod(lengths), lengths[-1]
+    rank, total, last, half, lead, block, n_complex = _sizes(kind, lengths)
     real = kind in ("RFFT", "IRFFT")
-    half = last // 2 + 1
-    lead = total // last                   # entries of the leading transformed axes
-    block = lead * half if real else total  # complex values the block holds
     w(f"const int64_t nb = {dim(prod(x.shape[:-rank]))};")
     w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
     if total == 0:
@@ -70,9 +79,7 @@ def emit_fft(ctx: KernelContext) -> None:
         w("return 0;")
         return
     w("if (nb == 0) return 0;")
-    # complex plans for the axes transformed as complex values: all of them, or the leading
-    # ones of a real transform (whose last axis has a real plan); built on the first call
-    n_complex = rank - 1 if real else rank
+    # complex plans for the axes transformed as complex values (built on the first call)
     w(f"static void *slots[{rank}];")
     w(f"const jd_fft_plan *plans[{rank}];")
     w("const jd_fft_plan *const *pl = plans;")
@@ -108,12 +115,8 @@ def emit_fft(ctx: KernelContext) -> None:
 
 def _emit_batch_loop(w, kind: str, lengths, src: str, dst: str, in_dt: str, out_dt: str):
     """The transforms of batch elements jd_lo .. jd_hi (none when a buffer is missing)."""
-    rank, total, last = len(lengths), prod(lengths), lengths[-1]
+    rank, total, last, half, lead, block, n_complex = _sizes(kind, lengths)
     real = kind in ("RFFT", "IRFFT")
-    half = last // 2 + 1
-    lead = total // last
-    block = lead * half if real else total
-    n_complex = rank - 1 if real else rank
     inverse = int(kind in ("IFFT", "IRFFT"))
     scale = "1.0" if not inverse else f"(1.0 / {total}.0)"
     mk = f"JD_{out_dt.upper()}" if out_dt in ("c64", "c128") else None
