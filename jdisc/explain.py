@@ -25,6 +25,11 @@ def explain_program(prog: Program) -> str:
     if prog.memory is not None:
         lines.append(f"peak intermediate memory: {prog.memory.arena_bytes} bytes")
         lines.extend(f"  {line}" for line in prog.memory.describe())
+    if prog.parallel is not None:
+        lines.append("sharding (under jax.jit with shardings, or an eager call on a sharded "
+                     "array):")
+        lines.extend(f"  {line}" for line in prog.parallel.describe(
+            [s.name for s in prog.inputs], [s.name for s in prog.outputs]) or ["no dynamic axes"])
     for i, j in prog.donation:
         lines.append(f"donation: result {prog.outputs[j].name} is written into the buffer of "
                      f"donated input {prog.inputs[i].name}")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:   # the passes that fill Program's later fields (they import t
     from jdisc.dynamic_passes.constraints import ShapeConstraints
     from jdisc.dynamic_passes.fusion import Kernel
     from jdisc.dynamic_passes.memory_plan import MemoryPlan
+    from jdisc.dynamic_passes.parallel_axes import ParallelAxes
 
 # dtype name -> numpy dtype. Short names follow StableHLO's element types (ui32 -> u32).
 NUMPY_DTYPES = {
@@ -193,6 +194,9 @@ class Program:
     # buffers the results may take (memory_plan.plan_donation)
     donated: frozenset = frozenset()
     donation: tuple = ()
+    # which input axes are parallel and where they go: the sharding rule of the custom call
+    # (parallel_axes.find_parallel_axes; None in region programs)
+    parallel: ParallelAxes | None = None
 
     @property
     def dim_vars(self) -> list[str]:
@@ -252,6 +256,9 @@ def format_program(prog: Program) -> str:
         out.append(f"  kernel {k.describe()}")
     if prog.memory is not None:
         out.extend(f"  memory {line}" for line in prog.memory.describe())
+    if prog.parallel is not None:
+        out.extend(f"  parallel {line}" for line in prog.parallel.describe(
+            [s.name for s in prog.inputs], [s.name for s in prog.outputs]))
     for i, j in prog.donation:
         out.append(f"  donation: result {j} ({prog.outputs[j].name}) may take the buffer of "
                    f"input {i} ({prog.inputs[i].name})")

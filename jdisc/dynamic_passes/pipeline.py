@@ -25,6 +25,7 @@ from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.fusion import plan_kernels
 from jdisc.dynamic_passes.ir import Program, Scope, Value, format_program
 from jdisc.dynamic_passes.memory_plan import plan_donation, plan_memory
+from jdisc.dynamic_passes.parallel_axes import find_parallel_axes
 from jdisc.dynamic_passes.plan_check import check_plan
 from jdisc.dynamic_passes.shape_prop import propagate_shapes
 from jdisc.dynamic_passes.supported import check_supported
@@ -73,6 +74,7 @@ PASSES: list[Pass] = [
     plan_kernels,             # fusion: kernels and materialised buffers
     plan_memory,              # one arena per call; buffers reuse slots they provably fit
     plan_donation,            # results that may take a donated input's buffer
+    find_parallel_axes,       # the sharding rule: parallel input axes -> output axes
 ]
 
 # A region's shapes and checks were settled with the top level; the rest runs per region.
