@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from jdisc import sharding
 from jdisc.custom_calls import runtime
 from jdisc.errors import ArgumentError, DtypeError, ShapeError
 from jdisc.export.exporter import ExportedFunction
@@ -35,12 +36,20 @@ class Compiled:
         self.traceable: Callable | None = None   # the flat call as JAX primitives
         self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
         self.vjp: Any = None                      # jdisc of (primals, cotangents) -> cotangents
+        self.partitioned: Callable | None = None  # the FFI call as a custom_partitioning op
+        self.eager_sharded: Callable | None = None   # jax.jit of it, for eager sharded calls
 
     @property
     def c_source(self) -> str:
         return self.executable.cprog.source
 
     def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
+        try:
+            return self._call_flat(flat_args)
+        except _Sharded:        # sharded inputs: the program once per shard (sharding.py)
+            return sharding.eager_call(self, list(flat_args))
+
+    def _call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
         if len(flat_args) != len(self.leaves):
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
         fast = self.executable.fast_call
@@ -188,15 +197,15 @@ except ImportError:     # pragma: no cover - then every input takes the general 
 def _committed_device(flat_args: Sequence[Any], leaves) -> Any:
     """The device the results go to, as jax.jit places them: the one device of the committed
     jax.Array inputs (None: all uncommitted, results on the default device). Committed inputs
-    on different devices, and arrays sharded over several, are errors: jdisc runs on one
-    device and never gathers a sharded array behind the user's back."""
+    on different devices are errors; an array sharded over several raises _Sharded (the call
+    then runs per shard, and never gathers a sharded array behind the user's back)."""
     device = first = None
     for x, spec in zip(flat_args, leaves):
         if type(x) is not _ArrayImpl or not getattr(x, "_committed", False):
             continue        # uncommitted: one array on the default device (jax never shards it)
         devices = x.sharding._device_assignment
         if len(devices) > 1:
-            raise ArgumentError(_sharded_message(spec.name, x))
+            raise _Sharded
         if device is None:
             device, first = devices[0], spec.name
         elif devices[0] != device:
@@ -221,11 +230,8 @@ def _may_overlap(view: np.ndarray, other: Any) -> bool:
     return False
 
 
-def _sharded_message(name: str, x: Any) -> str:
-    return (f"argument '{name}' is sharded over {len(x.sharding.device_set)} devices "
-            f"({x.sharding}); an eager jdisc call runs on one device and does not gather it: "
-            f"call the jdisc function inside jax.shard_map (each shard is one call), or pass "
-            f"a single-device array (jax.device_put(x, jax.devices()[0]))")
+class _Sharded(Exception):
+    """An input is sharded over several devices: the call goes per shard (sharding.py)."""
 
 
 def _cpu_pointer(x: Any, spec) -> int | None:

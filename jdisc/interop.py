@@ -4,6 +4,8 @@ shard_map, ...) it is an XLA FFI custom call of its compiled launcher.
 * The call: `jax.ffi.ffi_call` of the program's registered handler (custom_calls/ffi.py), with
   result shapes from the launcher's own `jd_prepare` at the traced (concrete) shapes, which also
   runs every shape check at trace time. The same library serves every shape.
+* Shardings: the call is a `custom_partitioning` op that follows the program's sharding rule
+  (sharding.py): each device runs the same program on its local shard.
 * `jax.vmap`: a `custom_vmap` rule calls a second jdisc function, `jax.vmap` of the original
   with the batch as one more symbolic dimension (`vmap_batch`), so every batch size shares one
   compile.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
+from jdisc import sharding
 from jdisc.custom_calls import ffi
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import numpy_dtype
@@ -93,8 +96,17 @@ def ffi_call(entry: "Compiled", flat) -> list:
                              f"supported") from None
     if entry._dropped_named:
         entry._check_dropped([_Shaped(x.shape) for x in flat])
+    if not _out_types(entry, shapes):     # the launcher's checks, at trace time
+        return []
+    call = entry.partitioned
+    if call is None:      # under jax.jit with shardings: partitioned by the program's rule
+        call = entry.partitioned = sharding.partitioned(entry, lambda *xs: _ffi(entry, xs))
+    return list(call(*kept))
+
+
+def _out_types(entry: "Compiled", shapes) -> list:
     executable = entry.executable
-    _, out_shapes = executable.prepare(shapes)    # the launcher's checks, at trace time
+    _, out_shapes = executable.prepare(shapes)
     out_types = []
     for s, spec in zip(out_shapes, executable.cprog.outputs):
         dt = numpy_dtype(spec.dtype)
@@ -102,9 +114,13 @@ def ffi_call(entry: "Compiled", flat) -> list:
             raise DtypeError(f"result '{spec.name}' is {dt}: inside a JAX trace that needs "
                              f"jax_enable_x64 (jax would narrow it)")
         out_types.append(jax.ShapeDtypeStruct(s, dt))
-    if not out_types:
-        return []
-    return list(jax.ffi.ffi_call(ffi.target_name(executable), out_types)(*kept))
+    return out_types
+
+
+def _ffi(entry: "Compiled", kept) -> list:
+    """The FFI call on the kept operands at their (global, or one shard's) shapes."""
+    out_types = _out_types(entry, [tuple(int(d) for d in x.shape) for x in kept])
+    return list(jax.ffi.ffi_call(ffi.target_name(entry.executable), out_types)(*kept))
 
 
 class _Shaped:

@@ -397,10 +397,12 @@ def _dim_constant(a: _Analysis, op: Op) -> None:
     used: set[str] = set()
     _dims_in(values, used)
     for d in used & a.cands:
-        e = values[0] if len(values) == 1 else None
-        rest = symbolic.substitute(e, {d: 1}) if e is not None else None
-        if rest is not None and d not in symbolic.variables(rest) and \
-                _is(e, symbolic.var(d) * rest):
+        linear = True        # every entry c*V, c free of V: each scales by 1/n
+        for e in values:
+            rest = symbolic.substitute(e, {d: 1})
+            linear = linear and d not in symbolic.variables(rest) and \
+                _is(e, symbolic.var(d) * rest)
+        if linear:
             a.set(op.result, d, ("exact", -1))
         else:
             a.refuse({d}, op, "it is read as a number")
