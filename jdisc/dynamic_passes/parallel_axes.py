@@ -157,10 +157,16 @@ class _Analysis:
             for d in spec.shape:
                 if _plain_var(d) is None and not isinstance(d, int):
                     self.refuse(symbolic.variables(d), None, f"an input axis has the size {d}")
+        # a dimension the launcher derives from a candidate (a constraint's quotient, ...):
+        # a shape or number that reads it reads the candidate
+        self.derived: dict[str, set[str]] = {}
         for name, host in prog.derived:
             used: set[str] = set()
             _host_dims(host, used, set())
-            self.refuse(used, None, f"the launcher derives the dimension {name} from it")
+            deps = set(used)
+            for u in used:
+                deps |= self.derived.get(u, set())
+            self.derived[name] = deps
 
     # -- state ------------------------------------------------------------------------------
     def live(self) -> set[str]:
@@ -168,7 +174,13 @@ class _Analysis:
 
     def refuse(self, dims, op: Op | None, why: str) -> None:
         where = f" (stablehlo.{op.name} at {op.loc})" if op is not None else ""
-        for d in sorted(set(dims) & self.cands):
+        dims = set(dims)
+        through = sorted(dims & set(self.derived))
+        for name in through:
+            dims |= self.derived[name]
+        if through:
+            why = f"{why} (through {', '.join(through)}, which the launcher derives)"
+        for d in sorted(dims & self.cands):
             self.why.setdefault(d, why + where)
 
     def axes(self, v: Value) -> dict[str, int]:
@@ -206,7 +218,9 @@ class _Analysis:
             if isinstance(d, int):
                 continue
             name = _plain_var(d)
-            if name is None:
+            if name in self.derived:
+                self.refuse({name}, op, f"an axis has the size {d}")
+            elif name is None:
                 self.refuse(symbolic.variables(d), op, f"an axis has the size {d}")
             elif name in seen:
                 self.refuse({name}, op, f"two axes of one value have the size {name}")
@@ -396,6 +410,7 @@ def _dim_constant(a: _Analysis, op: Op) -> None:
     values = op.attrs.get("values", ())
     used: set[str] = set()
     _dims_in(values, used)
+    a.refuse(used - a.cands, op, "it is read as a number")    # derived dims
     for d in used & a.cands:
         linear = True        # every entry c*V, c free of V: each scales by 1/n
         for e in values:

@@ -1,0 +1,139 @@
+"""jdisc under JAX's SPMD partitioner (sharding.py) and its sharding rule (parallel_axes.py).
+
+The rule is tested on the IR (no C compiler): which dims are parallel, where they go, and that
+every construct that reads across a dim, or reads it as a number, makes it not parallel. The
+partitioned calls run in `sharding_cases.py`, in processes with 4 host devices: one per
+partitioner (Shardy, GSPMD) and one with meshes of explicit axes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from conftest import to_ir
+
+CASES_FILE = Path(__file__).with_name("sharding_cases.py")
+
+
+def rule(fn, axes, *args):
+    prog = to_ir(fn, axes, *args)
+    return prog.parallel
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+# --------------------------------------------------------------------------- the rule
+
+@pytest.mark.fast
+def test_an_mlp_is_parallel_in_its_batch_and_reductions_combine():
+    def f(x, w, b):
+        h = jnp.tanh(x @ w + b)
+        return h, jnp.sum(h, axis=0), jnp.mean(h), h.reshape(h.shape[0], -1), jnp.max(h)
+    par = rule(f, [{0: "B"}, None, None], f32(4, 3, 8), f32(8, 5), f32(5))
+    assert par.dims == ("B",) and not par.refused
+    assert par.inputs == (("B", None, None), (None, None), (None,))
+    assert par.outputs == (("B", None, None), (None, None), (), ("B", None), ())
+    assert par.combine == ((), (("B", "add", 0),), (("B", "add", 1),), (), (("B", "max", 0),))
+
+
+@pytest.mark.fast
+def test_the_gradient_of_a_mean_loss_is_a_rescaled_sum():
+    def loss(w, x, y):
+        return jnp.mean((jnp.tanh(x @ w) - y) ** 2)
+    par = rule(jax.grad(loss), [None, {0: "B"}, {0: "B"}], f32(4, 2), f32(6, 4), f32(6, 2))
+    assert par.dims == ("B",) and par.combine == ((("B", "add", 1),),)
+
+
+@pytest.mark.fast
+def test_batched_attention_conv_gather_and_scan():
+    def attn(q, k):
+        return jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k), -1)
+    par = rule(attn, [{0: "B", 1: "S"}] * 2, f32(2, 5, 8), f32(2, 5, 8))
+    assert par.dims == ("B",) and dict(par.refused)["S"].startswith("two axes of one value")
+
+    def conv(x, k):
+        return lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    par = rule(conv, [{0: "B", 1: "H"}, None], f32(2, 8, 8, 3), f32(3, 3, 3, 4))
+    assert par.dims == ("B",) and "convolution" in dict(par.refused)["H"]
+
+    def emb(table, ids):
+        return table[ids]
+    par = rule(emb, [None, {0: "B", 1: "S"}], f32(10, 4), np.ones((3, 5), np.int32))
+    assert par.dims == ("B", "S") and par.outputs == (("B", "S", None),)
+
+    def rnn(x, w):
+        return lax.scan(lambda h, xt: (jnp.tanh(h @ w + xt),) * 2, jnp.zeros(x.shape[1:]), x)
+    par = rule(rnn, [{0: "T", 1: "B"}, None], f32(4, 3, 8), f32(8, 8))
+    assert par.dims == ("B",) and par.outputs == (("B", None), (None, "B", None))
+
+
+@pytest.mark.parametrize("name, fn, why", [
+    ("outer product", lambda x: x[:, None] * x[None, :], "two axes"),
+    ("shifted slice", lambda x: x[1:] * 2, "an axis has the size"),
+    ("reverse", lambda x: lax.rev(x, (0,)) * 2, "does not keep the whole axis"),
+    ("iota", lambda x: x + jnp.arange(x.shape[0]), "an iota counts along it"),
+    ("cumsum", lambda x: jnp.cumsum(x), "it is read as a number (stablehlo.reduce_window"),
+    ("sort", lambda x: jnp.sort(x), "the sort is along it"),
+    ("argmax", lambda x: jnp.argmax(x), ""),
+    ("centring", lambda x: x - jnp.mean(x), "partial or rescaled"),
+    ("a dim as data", lambda x: x * x.shape[0] + 1.0, ""),
+    ("first element", lambda x: x * x[0], ""),
+    ("sum then tanh", lambda x: jnp.tanh(jnp.sum(x)), "partial or rescaled"),
+    ("sum plus one", lambda x: jnp.sum(x) + 1.0, "partial or rescaled"),
+    ("log of a sum of exps", lambda x: jax.nn.logsumexp(x), ""),
+    ("pairs", lambda x: jnp.concatenate([x, x]), ""),
+    ("merged reshape", lambda x: jnp.stack([x, x], 1).reshape(-1), "an axis has the size 2*N"),
+    ("while over it", lambda x: lax.fori_loop(0, x.shape[0], lambda i, c: c + x[i], 0.0), ""),
+    ("random bits", lambda x: x + jax.random.uniform(jax.random.key(0), x.shape), ""),
+])
+@pytest.mark.fast
+def test_what_reads_across_a_dim_makes_it_not_parallel(name, fn, why):
+    par = rule(fn, [{0: "N"}], f32(6))
+    assert par.dims == (), (name, par)
+    refused = dict(par.refused)
+    assert "N" in refused and why in refused["N"], (name, refused)
+
+
+@pytest.mark.fast
+def test_explain_names_the_rule():
+    import jdisc
+
+    def f(x, y):
+        return x * 2, jnp.sort(y, axis=0)
+    text = jdisc.jit(f, dynamic_axes=[{0: "B"}, {0: "N"}]).explain(f32(4, 3), f32(5, 2))
+    assert "B: parallel: x axis 0 -> result[0] axis 0" in text, text
+    assert "N: not parallel: the sort is along it (stablehlo.sort at" in text, text
+
+
+# --------------------------------------------------------------------------- partitioned calls
+
+def _case_names() -> list[str]:
+    import re
+    return re.findall(r"@case\ndef (\w+)\(", CASES_FILE.read_text())
+
+
+@pytest.mark.parametrize("mode", ["shardy", "gspmd", "explicit"])
+def test_partitioned_calls(mode, tmp_path):
+    """Every case of sharding_cases.py, in one process per partitioner mode."""
+    from subprocess_support import run_python
+    out = tmp_path / "results.json"
+    code = (f"import runpy, sys; sys.argv = [{str(CASES_FILE)!r}, {str(out)!r}, {mode!r}]; "
+            f"runpy.run_path({str(CASES_FILE)!r}, run_name='__main__')")
+    proc = run_python(code, timeout=900)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    failed = {n: results.get(n, "did not run") for n in _case_names()
+              if results.get(n) != "ok"}
+    assert proc.returncode == 0 and not failed, (
+        f"exit {proc.returncode}; failed: {sorted(failed)}\n"
+        + "\n".join(f"--- {n}\n{why}" for n, why in failed.items())
+        + f"\n--- stderr\n{proc.stderr[-3000:]}")
