@@ -30,7 +30,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from jdisc import driver, package_file
+from jdisc import driver, interop, package_file, sharding
 from jdisc.api import Compiled, jit
 from jdisc.custom_calls import prebuilt, runtime
 from jdisc.dynamic_passes.dim_text import parse
@@ -93,9 +93,20 @@ class Package:
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
-        outs = self._call.run_numpy(self._flatten(args))
-        x64 = jax.config.jax_enable_x64     # 64-bit results stay numpy unless x64 is on
-        outs = [o if (o.dtype.itemsize == 8 and not x64) else runtime.to_jax(o) for o in outs]
+        flat = self._flatten(args)
+        if interop.is_traced(flat):    # inside jax.jit (shardings too): the FFI custom call
+            if self.executable is None:
+                self._call.run_numpy(flat)        # (raises: opened for inspection only)
+            self.program()                        # its sharding rule (no C compiler)
+            outs = interop.ffi_call(self._call, flat)
+        elif any(sharding.is_sharded(x) for x in flat):
+            self.program()
+            outs = self._call.call_flat(flat)     # once per shard (sharding.py)
+        else:
+            outs = self._call.run_numpy(flat)
+            x64 = jax.config.jax_enable_x64     # 64-bit results stay numpy unless x64 is on
+            outs = [o if (o.dtype.itemsize == 8 and not x64) else runtime.to_jax(o)
+                    for o in outs]
         if self._out_tree is None:
             return dict(zip(self.output_names, outs))
         return jax.tree_util.tree_unflatten(self._out_tree, outs)
