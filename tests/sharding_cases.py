@@ -346,6 +346,27 @@ def eager_calls_run_per_shard():
     assert jf.stats()["compiles"] == 1 and jt.stats()["compiles"] == 1
 
 
+@case
+def the_readme_example_runs():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### Sharding and several processes", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env: dict = {}
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), env)
+    text = out.getvalue()
+    assert "B: parallel: x axis 0, y axis 0 -> result (sum over shards, times n**-1)" in text, \
+        text
+    stats = env["f"].stats()
+    assert stats["compiles"] == 1 and stats.get("vjp_compiles") == 1, stats
+    hlo = env["step"].lower(env["params"], env["x"], env["y"]).compile().as_text()
+    assert "all-gather" not in hlo and "all-reduce" in hlo
+
+
 def main() -> None:
     out = sys.argv[1]
     names = [n for n in CASES if len(sys.argv) <= 3 or n in sys.argv[3:]]
