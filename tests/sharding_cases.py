@@ -347,6 +347,23 @@ def eager_calls_run_per_shard():
 
 
 @case
+def graph_network_over_sharded_edges():
+    rng = np.random.default_rng(11)
+
+    def gnn(h, src, dst, w):
+        msg = jnp.tanh(h[src] @ w)
+        return jax.ops.segment_sum(msg, dst, num_segments=h.shape[0])
+    jf = jdisc.jit(gnn, dynamic_axes=[{0: "N"}, {0: "E"}, {0: "E"}, None])
+    w = rand(rng, 4, 4)
+    for n_nodes, n_edges in ((3, 4), (9, 28)):
+        src = rng.integers(0, n_nodes, n_edges).astype(np.int32)
+        dst = rng.integers(0, n_nodes, n_edges).astype(np.int32)
+        run(jf, gnn, [rand(rng, n_nodes, 4), src, dst, w], [P(), P("data"), P("data"), P()],
+            mesh_of(4), reduces=True, local=[f"f32[{n_nodes},4]", f"s32[{n_edges // 4}]"])
+    assert jf.stats()["compiles"] == 1, jf.stats()
+
+
+@case
 def the_readme_example_runs():
     from pathlib import Path
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()

@@ -77,6 +77,21 @@ def test_batched_attention_conv_gather_and_scan():
     assert par.dims == ("B",) and par.outputs == (("B", None), (None, "B", None))
 
 
+@pytest.mark.fast
+def test_a_segment_sum_over_sharded_edges_is_a_partial_sum():
+    def gnn(h, src, dst, w):
+        return jax.ops.segment_sum(jnp.tanh(h[src] @ w), dst, num_segments=h.shape[0])
+    i32 = np.zeros(7, np.int32)
+    par = rule(gnn, [{0: "N"}, {0: "E"}, {0: "E"}, None], f32(5, 4), i32, i32, f32(4, 4))
+    assert par.dims == ("E",) and par.combine == ((("E", "add", 0),),)
+    assert "gather reads across it" in dict(par.refused)["N"] or "N" in dict(par.refused)
+
+    def overwrite(x, i, u):
+        return x.at[i].set(u)
+    par = rule(overwrite, [None, {0: "E"}, {0: "E"}], f32(3), i32, f32(7))
+    assert par.dims == () and "the scatter writes across it" in dict(par.refused)["E"]
+
+
 @pytest.mark.parametrize("name, fn, why", [
     ("outer product", lambda x: x[:, None] * x[None, :], "two axes"),
     ("shifted slice", lambda x: x[1:] * 2, "an axis has the size"),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:   # the passes that fill Program's later fields (they import t
     from jdisc.dynamic_passes.constraints import ShapeConstraints
     from jdisc.dynamic_passes.fusion import Kernel
     from jdisc.dynamic_passes.memory_plan import MemoryPlan
-    from jdisc.dynamic_passes.parallel_axes import ParallelAxes
+    from jdisc.dynamic_passes.sharding_rule import ParallelAxes
 
 # dtype name -> numpy dtype. Short names follow StableHLO's element types (ui32 -> u32).
 NUMPY_DTYPES = {

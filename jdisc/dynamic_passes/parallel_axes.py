@@ -3,20 +3,22 @@
 A dimension variable `V` that sizes input axes is *parallel* when every op of the program is
 equivariant in it: each axis of size `V` is carried through (elementwise ops, broadcasts,
 transposes, reshapes that keep it a factor of its own, the batch or free dims of a dot, the
-batch dim of a convolution, gathers indexed along it, reductions and sorts over other axes,
-whole-axis slices, loop bodies that are themselves equivariant), and nothing else reads `V`
-(a dim used as data, an iota along it, a slice bound, a mixed size such as `2*V` or `V*S`).
-Then a shard of the inputs along `V` is just another value of `V`, and the one compiled
-program serves it: its results are the matching shards (an output with no axis of size `V`
-is the same on every shard). interop.py hands this rule to `custom_partitioning`.
+batch dim of a convolution, gathers indexed along it or taking it whole, reductions and sorts
+over other axes, whole-axis slices, loop bodies that are themselves equivariant), and nothing
+else reads `V` (a dim used as data, an iota along it, a slice bound, a mixed size such as
+`2*V` or `V*S`). Then a shard of the inputs along `V` is just another value of `V`, and the
+one compiled program serves it: its results are the matching shards (an output with no axis
+of size `V` is the same on every shard). sharding.py hands this rule to
+`custom_partitioning`.
 
 Two kinds of values go beyond that, for the reductions a training step makes:
 
 * *partial* values: a reduction over `V` (`add` with a zero init, `max`, `min`; a dot that
-  contracts `V`) computes, per shard, the reduction of that shard. It may flow through ops
-  that commute with combining the shards (sums through `add`, scaling and dots with values
-  that do not depend on `V`, reshapes; maxima through `max`, ...) to an output, which is then
-  combined across the shards by one all-reduce (psum / pmax / pmin).
+  contracts `V`; a scatter-add into zeros of updates along `V`, as segment_sum) computes, per
+  shard, the reduction of that shard. It may flow through ops that commute with combining the
+  shards (sums through `add`, scaling and dots with values that do not depend on `V`,
+  reshapes; maxima through `max`, ...) to an output, which is then combined across the shards
+  by one all-reduce (psum / pmax / pmin).
 * *scaled* values: `V` read as a number in a product, `c*V` (jnp.mean's divisor), is `1/n` of
   its global value on each of `n` equal shards. Values made from it by products and
   quotients are off by a known power of `n` (the scale), which the outputs undo.
@@ -27,55 +29,15 @@ when unsure, not parallel. The analysis is one walk over the program, regions in
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Op, Program, Value
 from jdisc.dynamic_passes.ops import SAME_INDEX
+from jdisc.dynamic_passes.sharding_rule import ParallelAxes
 
 EXACT = ("exact", 0)     # a value's state in a dim: (how shards combine, power of n it is off by)
-COMBINE = ("add", "max", "min")
-
-
-@dataclasses.dataclass(frozen=True)
-class ParallelAxes:
-    """The program's sharding rule. Per input and output, per axis: the parallel dimension
-    variable that sizes it, or None. Per output, `(dim, kind, scale)` for each parallel dim
-    whose shards must be combined: kind "add" / "max" / "min" (an all-reduce over the shards
-    of dim) or "exact" (none), then a multiplication by n**-scale (n: the number of shards).
-    `refused`: why each dimension variable of the inputs that is not parallel is not."""
-    inputs: tuple[tuple[str | None, ...], ...]
-    outputs: tuple[tuple[str | None, ...], ...]
-    combine: tuple[tuple[tuple[str, str, int], ...], ...]
-    refused: tuple[tuple[str, str], ...]
-
-    @property
-    def dims(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for axes in self.inputs:
-            for d in axes:
-                if d is not None:
-                    seen.setdefault(d, None)
-        return tuple(seen)
-
-    def describe(self, in_names: list[str], out_names: list[str]) -> list[str]:
-        lines = []
-        for d in self.dims:
-            ins = [f"{n} axis {i}" for n, axes in zip(in_names, self.inputs)
-                   for i, a in enumerate(axes) if a == d]
-            outs = [f"{n} axis {i}" for n, axes in zip(out_names, self.outputs)
-                    for i, a in enumerate(axes) if a == d]
-            for n, comb in zip(out_names, self.combine):
-                for dim, kind, scale in comb:
-                    if dim == d:
-                        how = [f"{'sum' if kind == 'add' else kind} over shards"] * (
-                            kind != "exact") + [f"times n**{-scale}"] * (scale != 0)
-                        outs.append(f"{n} ({', '.join(how)})")
-            lines.append(f"{d}: parallel: {', '.join(ins)} -> {', '.join(outs) or 'no output'}")
-        lines.extend(f"{d}: not parallel: {why}" for d, why in self.refused)
-        return lines
+COMBINE = ("add", "max", "min")     # reductions whose per-shard results combine
 
 
 def find_parallel_axes(prog: Program) -> Program:
@@ -539,13 +501,56 @@ def _gather(a: _Analysis, op: Op) -> None:
     ia = a.axes(idx)
     pairs = dict(zip(dn.get("operand_batching_dims", ()),
                      dn.get("start_indices_batching_dims", ())))
-    for d, i in a.axes(x).items():
-        if i not in pairs or ia.get(d) != pairs[i]:
+    sizes = op.attrs["slice_sizes"]
+    xa = a.axes(x)
+    for d, i in xa.items():
+        whole = i not in dn["start_index_map"] and i not in dn["collapsed_slice_dims"] and \
+            _is(sizes[i], x.shape[i])      # a window of the whole axis (x[:, idx])
+        if not whole and (i not in pairs or ia.get(d) != pairs[i]):
             a.refuse({d}, op, "the gather reads across it")
+    mentioned: set[str] = set()
+    for i, n in enumerate(sizes):
+        if i not in xa.values():
+            _dims_in(n, mentioned)
+    a.refuse(mentioned, op, "it is read as a number")
     for d, i in ia.items():
         if i == dn["index_vector_dim"]:
             a.refuse({d}, op, "the gather's index vectors run along it")
     a.carry(op, linear=False)
+
+
+def _adds(region: Block) -> bool:
+    """A scatter's update computation is `old + new`."""
+    return len(region.ops) == 1 and region.ops[0].name == "add" and \
+        region.results == region.ops[0].results and \
+        {v.id for v in region.ops[0].operands} == {p.id for p in region.params}
+
+
+def _scatter(a: _Analysis, op: Op) -> None:
+    """A scatter-add of updates indexed along the dim into zeros (segment_sum): each shard
+    scatters its own updates, a partial sum."""
+    dims = a.marked(op)
+    for v in list(op.operands) + list(op.results):
+        dims.update(a.axes(v))
+    if len(op.operands) != 3 or len(op.regions) != 1:
+        a.refuse(dims, op, "jdisc does not know how this op partitions")
+        return
+    x, idx, upd = op.operands
+    dn = op.attrs["scatter_dimension_numbers"]
+    ivd, window = dn["index_vector_dim"], dn["update_window_dims"]
+    idx_dims = [i for i in range(idx.rank) if i != ivd]
+    upd_dims = [j for j in range(upd.rank) if j not in window]
+    ia, ua = a.axes(idx), a.axes(upd)
+    for d in dims:
+        i, j = ia.get(d), ua.get(d)
+        paired = i is not None and j is not None and i in idx_dims and j in upd_dims and \
+            idx_dims.index(i) == upd_dims.index(j)
+        kind, scale = a.of(upd, d)
+        if paired and kind == "exact" and not a.depends(x, d) and a.of(idx, d) == EXACT and \
+                _adds(op.regions[0]) and _zero_constant(x):
+            a.set(op.result, d, ("add", scale))
+        else:
+            a.refuse({d}, op, "the scatter writes across it")
 
 
 def _scalar_region(a: _Analysis, op: Op) -> None:
@@ -578,6 +583,7 @@ _RULES.update({
     "iota": _iota, "constant": lambda a, op: None, "dim_constant": _dim_constant,
     "concatenate": _concatenate, "sort": _sort, "fft": _fft, "reduce": _reduce,
     "dot_general": _dot_general, "convolution": _convolution, "gather": _gather,
+    "scatter": _scatter,
     "while": _control, "if": _control, "case": _control,
 })
 
@@ -587,4 +593,5 @@ _HANDLED_ATTRS = {
     "pad": ("edge_padding_low", "edge_padding_high", "interior_padding"),
     "dynamic_slice": ("slice_sizes",),
     "dim_constant": ("values",),
+    "gather": ("slice_sizes",),
 }
