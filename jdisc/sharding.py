@@ -47,19 +47,23 @@ def partitioned(entry: "Compiled", call: Callable[..., list]) -> Callable[..., t
         return _plan(entry, mesh, [tuple(s.shape) for s in arg_shapes],
                      [_spec(s.sharding, len(s.shape)) for s in arg_shapes])
 
-    def shardings(mesh, plan: Plan, axes) -> tuple:
+    def shardings(mesh, plan: Plan, axes, arg_shapes) -> tuple:
+        if mesh is None or mesh.empty:     # shardings of no mesh: run the call replicated
+            devices = arg_shapes[0].sharding._device_assignment
+            from jax._src.sharding_impls import GSPMDSharding
+            return tuple(GSPMDSharding.get_replicated(devices) for _ in axes)
         return tuple(NamedSharding(mesh, P(*(plan.get(d) for d in a))) for a in axes)
 
     def infer(mesh, arg_shapes, result_shape):
-        return shardings(mesh, plan_of(mesh, arg_shapes), par.outputs)
+        return shardings(mesh, plan_of(mesh, arg_shapes), par.outputs, arg_shapes)
 
     def partition(mesh, arg_shapes, result_shape):
         plan = plan_of(mesh, arg_shapes)
 
         def lower(*xs):
             return tuple(_combine(list(impl(*xs)), par.combine, plan, mesh))
-        return (mesh, lower, shardings(mesh, plan, par.outputs),
-                shardings(mesh, plan, par.inputs))
+        return (mesh, lower, shardings(mesh, plan, par.outputs, arg_shapes),
+                shardings(mesh, plan, par.inputs, arg_shapes))
 
     def rule(mesh, operand_types, result_types):
         return sharding_rule(par.inputs, par.outputs)

@@ -115,13 +115,13 @@ class _Analysis:
                 if name is not None:
                     cands.add(name)
         self.cands = cands
+        self.derived: dict[str, set[str]] = {}
         for spec in prog.inputs:
             for d in spec.shape:
                 if _plain_var(d) is None and not isinstance(d, int):
                     self.refuse(symbolic.variables(d), None, f"an input axis has the size {d}")
         # a dimension the launcher derives from a candidate (a constraint's quotient, ...):
         # a shape or number that reads it reads the candidate
-        self.derived: dict[str, set[str]] = {}
         for name, host in prog.derived:
             used: set[str] = set()
             _host_dims(host, used, set())
