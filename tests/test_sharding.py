@@ -152,3 +152,94 @@ def test_partitioned_calls(mode, tmp_path):
         f"exit {proc.returncode}; failed: {sorted(failed)}\n"
         + "\n".join(f"--- {n}\n{why}" for n, why in failed.items())
         + f"\n--- stderr\n{proc.stderr[-3000:]}")
+
+
+# --------------------------------------------------------------------------- the rule, fuzzed
+
+def _halves(x: np.ndarray, axes: tuple) -> list[np.ndarray]:
+    """x cut into two equal shards along every axis of `axes` (a list of axis indices)."""
+    parts = [x, x]
+    for k in axes:
+        n = x.shape[k] // 2
+        parts = [np.take(parts[0], range(n), axis=k), np.take(parts[1], range(n, 2 * n), axis=k)]
+    return parts
+
+
+def _combined(parts: list, kind: str, scale: int):
+    a, b = (np.asarray(p) for p in parts)
+    if kind == "add":
+        out = a + b
+    elif kind in ("max", "min"):
+        out = np.maximum(a, b) if kind == "max" else np.minimum(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)   # the same on every shard
+        out = a
+    return out * 2.0 ** -scale if scale else out
+
+
+def _reduced(fn):
+    """fn's float outputs summed, averaged and maxed (and their magnitudes summed, the scale of
+    the sums' rounding): partial results for the rule wherever fn is parallel."""
+    def g(*xs):
+        outs = []
+        for o in fn(*xs):
+            if jnp.issubdtype(o.dtype, jnp.floating):
+                outs += [jnp.sum(o), jnp.mean(o), jnp.max(o, initial=-jnp.inf),
+                         jnp.sum(jnp.abs(o))]
+        return tuple(outs)
+    return g
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("reduced", [False, True])
+@pytest.mark.parametrize("seed", range(25))
+def test_the_rule_is_sound_on_random_programs(seed, reduced):
+    """A dim the rule calls parallel: the program (run by jax.jit) on the two halves of its
+    axes gives the halves of the results, or partial results that combine as the rule says.
+    The programs are the whole-program fuzzer's, and (`reduced`) reductions of their outputs."""
+    from program_fuzz import Invalid, dynamic_axes, infer, make_fn, make_inputs, random_program
+    prog, envs = random_program(7100 + seed)
+    fn, axes = make_fn(prog), dynamic_axes(prog)
+    if reduced:
+        fn = _reduced(fn)
+    half = {d: max(envs[0][d], 1) for d in envs[0]}
+    for d in half:
+        full = dict(half, **{d: 2 * half[d]})
+        try:
+            infer(prog, [half, full])
+        except Invalid:
+            continue
+        xs = make_inputs(prog, full, seed)
+        par = rule(fn, axes, *make_inputs(prog, half, seed))
+        if d not in par.dims:
+            continue
+        shards = [[], []]
+        for x, a in zip(xs, par.inputs):
+            for k, part in enumerate(_halves(np.asarray(x), [i for i, n in enumerate(a)
+                                                              if n == d])):
+                shards[k].append(part)
+        want = jax.jit(fn)(*xs)
+        if not want:
+            continue
+        got = [jax.jit(fn)(*s) for s in shards]
+        # f32: the halves' sums round differently from the whole's, by at most about
+        # (terms) * 2**-24 * (their magnitudes): 1e-4 of the largest magnitude sum covers it
+        sums = max([1.0] + [float(np.nan_to_num(np.asarray(w), posinf=0.0).max())
+                            for w in want[3::4]]) if reduced else 1.0
+        for j, (w, out_axes, comb) in enumerate(zip(want, par.outputs, par.combine)):
+            w = np.asarray(w)
+            parts = [np.asarray(g[j]) for g in got]
+            if d in out_axes:
+                g = np.concatenate(parts, axis=out_axes.index(d))
+            else:
+                kind, scale = next(((k, s) for dd, k, s in comb if dd == d), ("exact", 0))
+                g = _combined(parts, kind, scale)
+            g = g.astype(w.dtype)
+            if w.dtype.kind in "biu":
+                np.testing.assert_array_equal(g, w, err_msg=f"seed {seed} dim {d} output {j}")
+            else:
+                finite = np.abs(w[np.isfinite(w)])
+                scale = max(1.0, float(finite.max())) if finite.size else 1.0
+                tol = 1e-4 * sums if reduced else 2e-4 * scale
+                np.testing.assert_allclose(g, w, rtol=2e-4, atol=tol, equal_nan=True,
+                                           err_msg=f"seed {seed} dim {d} output {j}")

@@ -257,6 +257,8 @@ def _elementwise_state(op: Op, sts: list[tuple[str, int]]) -> tuple[str, int] | 
             return None
         if kinds[0] in ("max", "min") and ("i1" in (src, dst) or dst[0] == "c"):
             return None
+        if scales[0] and src[0] in "fbc" and dst[0] not in "fbc":
+            return None           # truncation does not commute with the scale
         return sts[0]
     if name == "multiply":          # a product with at most one partial sum in it
         if partial and (partial != ["add"]):
