@@ -1,6 +1,7 @@
 """jdisc under JAX's SPMD partitioner: a jdisc call inside `jax.jit` on batch-sharded inputs.
 
     python benchmarks/sharded.py [--quick] [--repeats 7] [--sizes 8,64,256,1024] [--json OUT.json]
+    python benchmarks/sharded.py --table OUT.json     (the table of a saved run)
     python benchmarks/sharded.py --devices 4 --json OUT.json     (one device count, internal)
 
 On 1, 2 and 4 host devices (`--xla_force_host_platform_device_count`, which must be set before
@@ -251,7 +252,14 @@ def main(argv=None) -> None:
     ap.add_argument("--json", metavar="OUT.json")
     ap.add_argument("--sizes", default=None, help="comma-separated batch sizes (multiples of 4)")
     ap.add_argument("--devices", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--table", metavar="RESULTS.json",
+                    help="print the table of a saved --json run, measuring nothing")
     args = ap.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            saved = json.load(f)
+        print_report(saved["machine"], saved["results"], saved["failed"])
+        return
     args.repeats = args.repeats or (5 if args.quick else 7)
     args.sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
                   list(SIZES_QUICK if args.quick else SIZES_FULL))
