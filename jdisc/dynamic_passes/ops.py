@@ -48,12 +48,15 @@ class OpInfo:
     # element types: "same" (operands and results all of one type), "to_i1" (operands of one
     # type, an i1 result), "select" (an i1 predicate, then the result's type), None (any)
     dtypes: str | None = None
+    # how it partitions along a parallel dim: the name of its rule in parallel_axes.py (None:
+    # unknown, so a dim that reaches it is not parallel)
+    partition: str | None = None
 
 
 def _elementwise(names: str, operands: int | None, dtypes: str | None = "same",
                  **kw) -> list[OpInfo]:
     return [OpInfo(n, "elementwise", same_shape=True, in_loop=True, operands=operands,
-                   dtypes=dtypes, **kw) for n in names.split()]
+                   dtypes=dtypes, partition="elementwise", **kw) for n in names.split()]
 
 
 _ENTRIES: list[OpInfo] = [
@@ -68,47 +71,59 @@ _ENTRIES: list[OpInfo] = [
     # abs: a complex operand has a real result
     *_elementwise("convert bitcast_convert real imag abs", 1, None),
     *_elementwise("complex", 2, None),
-    *_elementwise("map", None, None, regions="scalar"),
+    *_elementwise("map", None, None, regions="scalar"),   # (its scalar region reads no axis)
     # transcendental or dividing: recomputing one per broadcast element would cost real time
     *_elementwise("""
         exponential exponential_minus_one log log_plus_one tanh logistic sine cosine tan cbrt
         sqrt rsqrt""", 1, expensive=True),
     *_elementwise("power atan2 divide remainder", 2, expensive=True),
-    OpInfo("select", "elementwise", in_loop=True, operands=3, dtypes="select"),
-    OpInfo("clamp", "elementwise", in_loop=True, operands=3, dtypes="same"),
+    OpInfo("select", "elementwise", in_loop=True, operands=3, dtypes="select",
+           partition="elementwise"),
+    OpInfo("clamp", "elementwise", in_loop=True, operands=3, dtypes="same",
+           partition="elementwise"),
     # data movement and creation
-    OpInfo("broadcast_in_dim", "movement", in_loop=True),
-    OpInfo("reshape", "movement", in_loop=True),
-    OpInfo("transpose", "movement", in_loop=True),
-    OpInfo("slice", "movement", in_loop=True, dim_attrs=_SLICE_DIMS),
-    OpInfo("reverse", "movement", in_loop=True),
-    OpInfo("pad", "movement", in_loop=True, dim_attrs=_PAD_DIMS),
-    OpInfo("dynamic_slice", "movement", in_loop=True, dim_attrs=("slice_sizes",)),
-    OpInfo("dynamic_update_slice", "movement", in_loop=True),
-    OpInfo("gather", "movement", in_loop=True, dim_attrs=("slice_sizes",)),
-    OpInfo("concatenate", "movement", kernel="concat"),
+    OpInfo("broadcast_in_dim", "movement", in_loop=True, partition="movement"),
+    OpInfo("reshape", "movement", in_loop=True, partition="reshape"),
+    OpInfo("transpose", "movement", in_loop=True, partition="movement"),
+    OpInfo("slice", "movement", in_loop=True, dim_attrs=_SLICE_DIMS, partition="slice"),
+    OpInfo("reverse", "movement", in_loop=True, partition="reverse"),
+    OpInfo("pad", "movement", in_loop=True, dim_attrs=_PAD_DIMS, partition="pad"),
+    OpInfo("dynamic_slice", "movement", in_loop=True, dim_attrs=("slice_sizes",),
+           partition="dynamic_slice"),
+    OpInfo("dynamic_update_slice", "movement", in_loop=True, partition="dynamic_update_slice"),
+    OpInfo("gather", "movement", in_loop=True, dim_attrs=("slice_sizes",), partition="gather"),
+    OpInfo("concatenate", "movement", kernel="concat", partition="concatenate"),
     OpInfo("dynamic_pad", "shape"),
     OpInfo("dynamic_gather", "shape"),
-    OpInfo("constant", "creation"),
-    OpInfo("iota", "creation", free=True),
-    OpInfo("dim_constant", "creation", free=True, dim_attrs=("values",)),
+    OpInfo("constant", "creation", partition="constant"),
+    OpInfo("iota", "creation", free=True, partition="iota"),
+    OpInfo("dim_constant", "creation", free=True, dim_attrs=("values",),
+           partition="dim_constant"),
     # reductions, contractions and library calls
-    OpInfo("reduce", "reduction", regions="reducer"),
-    OpInfo("dot_general", "reduction", kernel="dot", reads_memory=True),
-    OpInfo("sort", "reduction", kernel="sort", reads_memory=True, regions="scalar"),
+    OpInfo("reduce", "reduction", regions="reducer", partition="reduce"),
+    OpInfo("dot_general", "reduction", kernel="dot", reads_memory=True,
+           partition="dot_general"),
+    OpInfo("sort", "reduction", kernel="sort", reads_memory=True, regions="scalar",
+           partition="sort"),
     OpInfo("triangular_solve", "reduction", kernel="solve", reads_memory=True),
     OpInfo("lapack", "reduction", kernel="lapack", reads_memory=True),   # linalg.py
-    OpInfo("fft", "reduction", kernel="fft", reads_memory=True, operands=1),
-    OpInfo("reduce_window", "reduction", kernel="window", regions="reducer"),
-    OpInfo("convolution", "reduction", kernel="conv", reads_memory=True),
-    OpInfo("scatter", "reduction", kernel="scatter", reads_memory=True, regions="scalar"),
+    OpInfo("fft", "reduction", kernel="fft", reads_memory=True, operands=1, partition="fft"),
+    OpInfo("reduce_window", "reduction", kernel="window", regions="reducer",
+           partition="reduce_window"),
+    OpInfo("convolution", "reduction", kernel="conv", reads_memory=True,
+           partition="convolution"),
+    OpInfo("scatter", "reduction", kernel="scatter", reads_memory=True, regions="scalar",
+           partition="scatter"),
     OpInfo("select_and_scatter", "reduction", kernel="selscatter", reads_memory=True,
            regions="scalar"),
     OpInfo("dynamic_conv", "shape"),
     # control flow, compiled into the host launcher (control_flow.py)
-    OpInfo("while", "control", kernel="while", reads_memory=True, regions="program"),
-    OpInfo("if", "control", kernel="if", reads_memory=True, regions="program"),
-    OpInfo("case", "control", kernel="case", reads_memory=True, regions="program"),
+    OpInfo("while", "control", kernel="while", reads_memory=True, regions="program",
+           partition="control"),
+    OpInfo("if", "control", kernel="if", reads_memory=True, regions="program",
+           partition="control"),
+    OpInfo("case", "control", kernel="case", reads_memory=True, regions="program",
+           partition="control"),
     # random bits (counter-based: Philox, ThreeFry)
     OpInfo("rng_bit_generator", "random", kernel="rng"),
     OpInfo("dynamic_rng_bit_generator", "shape"),

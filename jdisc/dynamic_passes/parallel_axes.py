@@ -33,7 +33,7 @@ import numpy as np
 
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Op, Program, Value
-from jdisc.dynamic_passes.ops import SAME_INDEX
+from jdisc.dynamic_passes.ops import OPS
 from jdisc.dynamic_passes.sharding_rule import ParallelAxes
 
 EXACT = ("exact", 0)     # a value's state in a dim: (how shards combine, power of n it is off by)
@@ -555,11 +555,6 @@ def _scatter(a: _Analysis, op: Op) -> None:
             a.refuse({d}, op, "the scatter writes across it")
 
 
-def _scalar_region(a: _Analysis, op: Op) -> None:
-    """`map`: elementwise, its scalar region reads no axes."""
-    a.carry(op, linear=False)
-
-
 def _control(a: _Analysis, op: Op) -> None:
     """while / if / case: the regions are walked as part of the program (their parameters
     have the operands' shapes); the loop condition reads no axis of a parallel dim, and no
@@ -576,18 +571,17 @@ def _control(a: _Analysis, op: Op) -> None:
         a.refuse(a.axes(op.regions[0].results[0]), op, "the loop condition depends on it")
 
 
-_RULES = {name: _elementwise for name in SAME_INDEX}
-_RULES["map"] = _scalar_region
-_RULES.update({
-    "broadcast_in_dim": _movement, "transpose": _movement, "reshape": _reshape,
+# the rules by the name an op's registry entry gives (OpInfo.partition)
+_BY_KIND = {
+    "elementwise": _elementwise, "movement": _movement, "reshape": _reshape,
     "slice": _slice, "pad": _pad, "reverse": _reverse, "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice, "reduce_window": _reduce_window,
     "iota": _iota, "constant": lambda a, op: None, "dim_constant": _dim_constant,
     "concatenate": _concatenate, "sort": _sort, "fft": _fft, "reduce": _reduce,
     "dot_general": _dot_general, "convolution": _convolution, "gather": _gather,
-    "scatter": _scatter,
-    "while": _control, "if": _control, "case": _control,
-})
+    "scatter": _scatter, "control": _control,
+}
+_RULES = {name: _BY_KIND[info.partition] for name, info in OPS.items() if info.partition}
 
 # attributes a rule reads itself (others that mention a dim make it not parallel)
 _HANDLED_ATTRS = {
