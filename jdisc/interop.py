@@ -100,7 +100,8 @@ def ffi_call(entry: "Compiled", flat) -> list:
         return []
     call = entry.partitioned
     if call is None:      # under jax.jit with shardings: partitioned by the program's rule
-        call = entry.partitioned = sharding.partitioned(entry, lambda *xs: _ffi(entry, xs))
+        call = entry.partitioned = (lambda *xs: _ffi(entry, xs)) if jax.device_count() == 1 \
+            else sharding.partitioned(entry, lambda *xs: _ffi(entry, xs))
     return list(call(*kept))
 
 
