@@ -305,6 +305,30 @@ def grad_of_a_data_parallel_loss():
 
 
 @case
+def classifier_training_step():
+    rng = np.random.default_rng(12)
+
+    def xent(params, x, labels):
+        w, b = params
+        logp = jax.nn.log_softmax(jnp.tanh(x @ w) + b)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+    jf = jdisc.jit(xent, dynamic_axes=[None, {0: "B"}, {0: "B"}])
+    w, b = rand(rng, 6, 5), rand(rng, 5)
+    mesh = mesh_of(4, explicit=False)    # (jax.jit's gather wants an out_sharding on explicit)
+    for n_rows in (4, 36):
+        labels = rng.integers(0, 5, n_rows).astype(np.int32)
+
+        def step(lossf):
+            return lambda w, b, x, y: jax.value_and_grad(lossf)((w, b), x, y)
+        hlo = run(step(jf), step(xent), [w, b, rand(rng, n_rows, 6), labels],
+                  [P(), P(), P("data"), P("data")], mesh, reduces=True)
+        shapes = jdisc_operand_shapes(hlo)
+        assert len(shapes) == 2 and all(f"f32[{n_rows // 4},6]" in s for s in shapes), shapes
+    st = jf.stats()
+    assert st["compiles"] == 1 and st.get("vjp_compiles") == 1, st
+
+
+@case
 def vmap_under_shardings():
     rng = np.random.default_rng(9)
 

@@ -92,6 +92,17 @@ def test_a_segment_sum_over_sharded_edges_is_a_partial_sum():
     assert par.dims == () and "the scatter writes across it" in dict(par.refused)["E"]
 
 
+@pytest.mark.fast
+def test_cross_entropy_with_integer_labels_and_its_gradient():
+    def xent(w, x, labels):         # take_along_axis: a batched gather and, in the gradient,
+        logp = jax.nn.log_softmax(x @ w)      # a batched scatter-add; its bounds check reads
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))   # (B, 4)[1]
+    args = (f32(8, 4), f32(6, 8), np.zeros(6, np.int32))
+    for fn in (xent, jax.value_and_grad(xent)):
+        par = rule(fn, [None, {0: "B"}, {0: "B"}], *args)
+        assert par.dims == ("B",) and all(c == (("B", "add", 1),) for c in par.combine), par
+
+
 @pytest.mark.parametrize("name, fn, why", [
     ("outer product", lambda x: x[:, None] * x[None, :], "two axes"),
     ("shifted slice", lambda x: x[1:] * 2, "an axis has the size"),

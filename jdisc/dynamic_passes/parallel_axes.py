@@ -34,21 +34,21 @@ import numpy as np
 from jdisc.dynamic_passes import symbolic
 from jdisc.dynamic_passes.ir import Block, Op, Program, Value
 from jdisc.dynamic_passes.ops import OPS
+from jdisc.dynamic_passes.parallel_state import (COMBINE, EXACT, Analysis, dims_in, is_float,
+                                                 proves_eq)
 from jdisc.dynamic_passes.sharding_rule import ParallelAxes
-
-EXACT = ("exact", 0)     # a value's state in a dim: (how shards combine, power of n it is off by)
-COMBINE = ("add", "max", "min")     # reductions whose per-shard results combine
-
 
 def find_parallel_axes(prog: Program) -> Program:
     """Pass: `prog.parallel`, the parallel axes of the inputs and where they go."""
-    a = _Analysis(prog)
+    a = Analysis(prog, _RULES, _HANDLED_ATTRS)
     a.block(prog.body)
     combine = []
     for v in prog.body.results:
         comb = []
         for d, (kind, scale) in sorted(a.state.get(v.id, {}).items()):
-            if scale and v.dtype[0] not in "fbc":
+            if kind == "number":
+                a.refuse({d}, v.producer, "it is read as a number")
+            elif scale and v.dtype[0] not in "fbc":
                 a.refuse({d}, v.producer, "an integer result would need rescaling")
             comb.append((d, kind, scale))
         combine.append(comb)
@@ -61,181 +61,17 @@ def find_parallel_axes(prog: Program) -> Program:
     return prog
 
 
-def _plain_var(d) -> str | None:
-    if isinstance(d, int):
-        return None
-    names = symbolic.variables(d)
-    if len(names) == 1:
-        name = next(iter(names))
-        if d == symbolic.var(name):
-            return name
-    return None
-
-
-def _dims_in(x, out: set[str]) -> None:
-    """The dimension variables in an attribute (Dims nested in tuples, lists and dicts)."""
-    if isinstance(x, symbolic.Expr):
-        out.update(symbolic.variables(x))
-    elif isinstance(x, (tuple, list)):
-        for y in x:
-            _dims_in(y, out)
-    elif isinstance(x, dict):
-        for y in x.values():
-            _dims_in(y, out)
-
-
-def _host_dims(x, out: set[str], seen: set[int]) -> None:
-    """The dimension variables a launcher-derived value reads (HostValues share subtrees)."""
-    if id(x) in seen:
-        return
-    seen.add(id(x))
-    if isinstance(x, (int, symbolic.Expr)):
-        out.update(symbolic.variables(x))
-    elif isinstance(x, (tuple, list)):
-        for y in x:
-            _host_dims(y, out, seen)
-    else:
-        for field in ("args", "lhs", "rhs"):
-            if hasattr(x, field):
-                _host_dims(getattr(x, field), out, seen)
-
-
-def _is_float(v: Value) -> bool:
-    return v.dtype[0] in "fbc"      # f16 f32 f64 bf16 c64 c128
-
-
-class _Analysis:
-    def __init__(self, prog: Program):
-        self.why: dict[str, str] = {}          # dimension variable -> why it is not parallel
-        self.state: dict[int, dict[str, tuple[str, int]]] = {}   # value id -> dim -> state
-        cands: set[str] = set()
-        for spec in prog.inputs:
-            for d in spec.shape:
-                name = _plain_var(d)
-                if name is not None:
-                    cands.add(name)
-        self.cands = cands
-        self.derived: dict[str, set[str]] = {}
-        for spec in prog.inputs:
-            for d in spec.shape:
-                if _plain_var(d) is None and not isinstance(d, int):
-                    self.refuse(symbolic.variables(d), None, f"an input axis has the size {d}")
-        # a dimension the launcher derives from a candidate (a constraint's quotient, ...):
-        # a shape or number that reads it reads the candidate
-        for name, host in prog.derived:
-            used: set[str] = set()
-            _host_dims(host, used, set())
-            deps = set(used)
-            for u in used:
-                deps |= self.derived.get(u, set())
-            self.derived[name] = deps
-
-    # -- state ------------------------------------------------------------------------------
-    def live(self) -> set[str]:
-        return self.cands - set(self.why)
-
-    def refuse(self, dims, op: Op | None, why: str) -> None:
-        where = f" (stablehlo.{op.name} at {op.loc})" if op is not None else ""
-        dims = set(dims)
-        through = sorted(dims & set(self.derived))
-        for name in through:
-            dims |= self.derived[name]
-        if through:
-            why = f"{why} (through {', '.join(through)}, which the launcher derives)"
-        for d in sorted(dims & self.cands):
-            self.why.setdefault(d, why + where)
-
-    def axes(self, v: Value) -> dict[str, int]:
-        """Candidate dim -> the axis of v it sizes."""
-        out = {}
-        for i, d in enumerate(v.shape):
-            name = _plain_var(d)
-            if name in self.cands:
-                out[name] = i
-        return out
-
-    def axis_dims(self, v: Value, live: set[str]) -> tuple[str | None, ...]:
-        return tuple(n if n in live else None for n in map(_plain_var, v.shape))
-
-    def of(self, v: Value, d: str) -> tuple[str, int]:
-        return self.state.get(v.id, {}).get(d, EXACT)
-
-    def depends(self, v: Value, d: str) -> bool:
-        return d in self.state.get(v.id, {}) or d in self.axes(v)
-
-    def set(self, v: Value, d: str, st: tuple[str, int]) -> None:
-        if st != EXACT:
-            self.state.setdefault(v.id, {})[d] = st
-
-    def marked(self, op: Op) -> set[str]:
-        """The dims in which some operand is partial or scaled."""
-        out: set[str] = set()
-        for v in op.operands:
-            out.update(self.state.get(v.id, {}))
-        return out
-
-    def check_shape(self, v: Value, op: Op) -> None:
-        seen = set()
-        for d in v.shape:
-            if isinstance(d, int):
-                continue
-            name = _plain_var(d)
-            if name in self.derived:
-                self.refuse({name}, op, f"an axis has the size {d}")
-            elif name is None:
-                self.refuse(symbolic.variables(d), op, f"an axis has the size {d}")
-            elif name in seen:
-                self.refuse({name}, op, f"two axes of one value have the size {name}")
-            seen.add(name)
-
-    # -- the walk ---------------------------------------------------------------------------
-    def block(self, block: Block) -> None:
-        for op in block.ops:
-            self.op(op)
-
-    def op(self, op: Op) -> None:
-        results = op.results[:-1] if op.attrs.get("scratch") else op.results
-        for v in list(op.operands) + list(results):
-            self.check_shape(v, op)
-        rule = _RULES.get(op.name)
-        if rule is None:
-            dims = self.marked(op)
-            for v in list(op.operands) + list(results):
-                dims.update(self.axes(v))
-            self.refuse(dims, op, "jdisc does not know how this op partitions")
-            return
-        used: set[str] = set()
-        for key, value in op.attrs.items():
-            if key not in _HANDLED_ATTRS.get(op.name, ()):
-                _dims_in(value, used)
-        self.refuse(used, op, "it is read as a number")
-        rule(self, op)
-
-    def carry(self, op: Op, linear: bool, data: int = 0) -> None:
-        """Ops that move the elements of operand `data` (reshape, transpose, slice, ...): the
-        result has its state where `linear` (then a partial value must not gain an axis of its
-        dim); every other operand must not depend on a marked dim."""
-        for d in self.marked(op):
-            st = self.of(op.operands[data], d)
-            bad = (not linear and st != EXACT) or any(
-                self.depends(v, d) for i, v in enumerate(op.operands) if i != data and
-                self.of(v, d) != EXACT) or (st[0] != "exact" and d in self.axes(op.results[0]))
-            if bad:
-                self.refuse({d}, op, "a partial or rescaled value of it is used here")
-            else:
-                self.set(op.results[0], d, st)
-
 
 # --------------------------------------------------------------------------- rules per op
 
-def _elementwise(a: _Analysis, op: Op) -> None:
+def _elementwise(a: Analysis, op: Op) -> None:
     """Axes line up with the result's (scalar operands broadcast). Partial and scaled values
     pass where the op commutes with combining the shards."""
     r = op.results[0]
     for d in a.marked(op):
         st = _elementwise_state(op, [a.of(v, d) for v in op.operands])
         if st is None or (st[0] != "exact" and d in a.axes(r)) or (
-                st[1] and not _is_float(r) and op.name != "convert"):
+                st[1] and not is_float(r) and op.name != "convert"):
             a.refuse({d}, op, "a partial or rescaled value of it is used here")
         else:
             a.set(r, d, st)
@@ -280,13 +116,13 @@ def _elementwise_state(op: Op, sts: list[tuple[str, int]]) -> tuple[str, int] | 
     return None
 
 
-def _movement(a: _Analysis, op: Op) -> None:
+def _movement(a: Analysis, op: Op) -> None:
     """broadcast_in_dim and transpose: every axis of the operand keeps its size in the
     result."""
     a.carry(op, linear=True)
 
 
-def _reshape(a: _Analysis, op: Op) -> None:
+def _reshape(a: Analysis, op: Op) -> None:
     """An axis of the dim stays an axis of its own with the same elements before it."""
     x, r = op.operands[0], op.result
     xa, ra = a.axes(x), a.axes(r)
@@ -298,7 +134,7 @@ def _reshape(a: _Analysis, op: Op) -> None:
     a.carry(op, linear=True)
 
 
-def _whole_axes(a: _Analysis, op: Op, keeps) -> None:
+def _whole_axes(a: Analysis, op: Op, keeps) -> None:
     """slice, pad, reverse, dynamic_slice, dynamic_update_slice, reduce_window: an axis of the
     dim must be left whole (`keeps(axis)`), and bounds on other axes must not read it."""
     xa = a.axes(op.operands[0])
@@ -313,45 +149,41 @@ def _whole_axes(a: _Analysis, op: Op, keeps) -> None:
     for key in _HANDLED_ATTRS.get(op.name, ()):
         for i, x in enumerate(op.attrs.get(key, ())):
             if i not in xa.values():
-                _dims_in(x, mentioned)
+                dims_in(x, mentioned)
     a.refuse(mentioned, op, "it is read as a number")
     a.carry(op, linear=op.name in ("slice", "reverse", "dynamic_slice"))
 
 
-def _is(x, value) -> bool:
-    return symbolic.prove_eq(x, value) is True
-
-
-def _slice(a: _Analysis, op: Op) -> None:
+def _slice(a: Analysis, op: Op) -> None:
     at, x = op.attrs, op.operands[0]
-    _whole_axes(a, op, lambda i: _is(at["start_indices"][i], 0) and _is(at["strides"][i], 1)
-                and _is(at["limit_indices"][i], x.shape[i]))
+    _whole_axes(a, op, lambda i: proves_eq(at["start_indices"][i], 0) and proves_eq(at["strides"][i], 1)
+                and proves_eq(at["limit_indices"][i], x.shape[i]))
 
 
-def _pad(a: _Analysis, op: Op) -> None:
+def _pad(a: Analysis, op: Op) -> None:
     at = op.attrs
-    _whole_axes(a, op, lambda i: all(_is(at[k][i], 0) for k in (
+    _whole_axes(a, op, lambda i: all(proves_eq(at[k][i], 0) for k in (
         "edge_padding_low", "edge_padding_high", "interior_padding")))
 
 
-def _reverse(a: _Analysis, op: Op) -> None:
+def _reverse(a: Analysis, op: Op) -> None:
     _whole_axes(a, op, lambda i: i not in op.attrs["dimensions"])
 
 
-def _dynamic_slice(a: _Analysis, op: Op) -> None:
+def _dynamic_slice(a: Analysis, op: Op) -> None:
     x = op.operands[0]       # a slice as large as the axis starts at 0 (starts are clamped)
-    _whole_axes(a, op, lambda i: _is(op.attrs["slice_sizes"][i], x.shape[i]))
+    _whole_axes(a, op, lambda i: proves_eq(op.attrs["slice_sizes"][i], x.shape[i]))
 
 
-def _dynamic_update_slice(a: _Analysis, op: Op) -> None:
+def _dynamic_update_slice(a: Analysis, op: Op) -> None:
     x, u = op.operands[:2]
-    _whole_axes(a, op, lambda i: _is(u.shape[i], x.shape[i]))
+    _whole_axes(a, op, lambda i: proves_eq(u.shape[i], x.shape[i]))
     for d, i in a.axes(u).items():
         if a.axes(x).get(d) != i:
             a.refuse({d}, op, "it does not keep the whole axis")
 
 
-def _reduce_window(a: _Analysis, op: Op) -> None:
+def _reduce_window(a: Analysis, op: Op) -> None:
     at = op.attrs
     pad = at.get("padding", ())
 
@@ -363,31 +195,31 @@ def _reduce_window(a: _Analysis, op: Op) -> None:
     _whole_axes(a, op, keeps)
 
 
-def _iota(a: _Analysis, op: Op) -> None:
+def _iota(a: Analysis, op: Op) -> None:
     for d, i in a.axes(op.result).items():
         if i == op.attrs["iota_dimension"]:
             a.refuse({d}, op, "an iota counts along it")
 
 
-def _dim_constant(a: _Analysis, op: Op) -> None:
+def _dim_constant(a: Analysis, op: Op) -> None:
     """`c*V` as a number (jnp.mean's divisor): each of n equal shards sees 1/n of it."""
     values = op.attrs.get("values", ())
     used: set[str] = set()
-    _dims_in(values, used)
+    dims_in(values, used)
     a.refuse(used - a.cands, op, "it is read as a number")    # derived dims
     for d in used & a.cands:
         linear = True        # every entry c*V, c free of V: each scales by 1/n
         for e in values:
             rest = symbolic.substitute(e, {d: 1})
             linear = linear and d not in symbolic.variables(rest) and \
-                _is(e, symbolic.var(d) * rest)
+                proves_eq(e, symbolic.var(d) * rest)
         if linear:
             a.set(op.result, d, ("exact", -1))
-        else:
-            a.refuse({d}, op, "it is read as a number")
+        else:          # a shape vector (B, 4): refused where it is used, unless an entry
+            a.set(op.result, d, ("number", 0))      # free of the dim is picked from it
 
 
-def _concatenate(a: _Analysis, op: Op) -> None:
+def _concatenate(a: Analysis, op: Op) -> None:
     axis = op.attrs["dimension"]
     for v in op.operands:
         for d, i in a.axes(v).items():
@@ -401,7 +233,7 @@ def _concatenate(a: _Analysis, op: Op) -> None:
             a.refuse({d}, op, "a partial or rescaled value of it is used here")
 
 
-def _along(a: _Analysis, op: Op, axis_of, why: str) -> None:
+def _along(a: Analysis, op: Op, axis_of, why: str) -> None:
     """sort, fft: an op along some axes, batched over the others."""
     for v in list(op.operands) + list(op.results):
         for d, i in a.axes(v).items():
@@ -410,11 +242,11 @@ def _along(a: _Analysis, op: Op, axis_of, why: str) -> None:
     a.carry(op, linear=False)
 
 
-def _sort(a: _Analysis, op: Op) -> None:
+def _sort(a: Analysis, op: Op) -> None:
     _along(a, op, lambda v, i: i == op.attrs["dimension"], "the sort is along it")
 
 
-def _fft(a: _Analysis, op: Op) -> None:
+def _fft(a: Analysis, op: Op) -> None:
     n = len(op.attrs.get("fft_length", ()))
     _along(a, op, lambda v, i: i >= v.rank - n, "the FFT is along it")
 
@@ -426,7 +258,7 @@ def _zero_constant(v: Value) -> bool:
     return p is not None and p.name == "constant" and not np.any(p.attrs.get("value", 1))
 
 
-def _reduce(a: _Analysis, op: Op) -> None:
+def _reduce(a: Analysis, op: Op) -> None:
     n = len(op.results)
     dims = op.attrs["dimensions"]
     reducer = op.attrs.get("reducer")
@@ -455,7 +287,7 @@ def _reduce(a: _Analysis, op: Op) -> None:
             a.refuse({d}, op, "a partial or rescaled value of it is used here")
 
 
-def _dot_general(a: _Analysis, op: Op) -> None:
+def _dot_general(a: Analysis, op: Op) -> None:
     lhs, rhs = op.operands
     dn = op.attrs["dot_dimension_numbers"]
     la, ra = a.axes(lhs), a.axes(rhs)
@@ -487,7 +319,7 @@ def _dot_general(a: _Analysis, op: Op) -> None:
             a.refuse({d}, op, "a partial or rescaled value of it is used here")
 
 
-def _convolution(a: _Analysis, op: Op) -> None:
+def _convolution(a: Analysis, op: Op) -> None:
     x, k = op.operands
     dn = op.attrs["dimension_numbers"]
     for d, i in a.axes(x).items():
@@ -497,7 +329,7 @@ def _convolution(a: _Analysis, op: Op) -> None:
     a.carry(op, linear=False)
 
 
-def _gather(a: _Analysis, op: Op) -> None:
+def _gather(a: Analysis, op: Op) -> None:
     x, idx = op.operands[:2]
     dn = op.attrs["dimension_numbers"]
     ia = a.axes(idx)
@@ -507,18 +339,57 @@ def _gather(a: _Analysis, op: Op) -> None:
     xa = a.axes(x)
     for d, i in xa.items():
         whole = i not in dn["start_index_map"] and i not in dn["collapsed_slice_dims"] and \
-            _is(sizes[i], x.shape[i])      # a window of the whole axis (x[:, idx])
+            proves_eq(sizes[i], x.shape[i])      # a window of the whole axis (x[:, idx])
         if not whole and (i not in pairs or ia.get(d) != pairs[i]):
             a.refuse({d}, op, "the gather reads across it")
     mentioned: set[str] = set()
     for i, n in enumerate(sizes):
         if i not in xa.values():
-            _dims_in(n, mentioned)
+            dims_in(n, mentioned)
     a.refuse(mentioned, op, "it is read as a number")
     for d, i in ia.items():
         if i == dn["index_vector_dim"]:
             a.refuse({d}, op, "the gather's index vectors run along it")
-    a.carry(op, linear=False)
+    picked = set()          # an entry of a shape vector, free of the dim: exact
+    for d in a.marked(op):
+        if a.of(x, d)[0] == "number":
+            entry = _shape_entry(x, op.operands[1])
+            if entry is None or d in symbolic.variables(entry):
+                a.refuse({d}, op, "it is read as a number")
+            picked.add(d)
+    a.carry(op, linear=False, ignore=picked)
+
+
+def _shape_entry(x: Value, idx: Value):
+    """The entry a gather of one element reads from a shape vector `dim_constant(...)` at a
+    constant index (clamped, as gathers clamp), or None."""
+    values = x.producer.attrs.get("values", ()) if x.producer is not None and \
+        x.producer.name == "dim_constant" and x.rank == 1 else ()
+    i = _constant_scalar(idx)
+    if not values or i is None:
+        return None
+    return values[min(max(i, 0), len(values) - 1)]
+
+
+def _constant_scalar(v: Value, depth: int = 8):
+    """The integer a one-element value always holds, where constants make it (or None)."""
+    if symbolic.prod(v.shape) != 1 or depth == 0:
+        return None
+    if v.sym is not None and len(v.sym) == 1 and isinstance(v.sym[0], int):
+        return v.sym[0]
+    p = v.producer
+    if p is None:
+        return None
+    if p.name == "constant":
+        value = np.asarray(p.attrs.get("value"))
+        return int(value.ravel()[0]) if value.size == 1 and value.dtype.kind in "biu" else None
+    if p.name in ("broadcast_in_dim", "reshape", "convert"):
+        return _constant_scalar(p.operands[0], depth - 1)
+    if p.name == "select":
+        pred = _constant_scalar(p.operands[0], depth - 1)
+        return None if pred is None else _constant_scalar(p.operands[1 if pred else 2],
+                                                          depth - 1)
+    return None
 
 
 def _adds(region: Block) -> bool:
@@ -528,9 +399,10 @@ def _adds(region: Block) -> bool:
         {v.id for v in region.ops[0].operands} == {p.id for p in region.params}
 
 
-def _scatter(a: _Analysis, op: Op) -> None:
-    """A scatter-add of updates indexed along the dim into zeros (segment_sum): each shard
-    scatters its own updates, a partial sum."""
+def _scatter(a: Analysis, op: Op) -> None:
+    """A scatter batched along the dim (operand, indices and updates all along it: each element
+    writes its own slice), or a scatter-add into zeros of updates indexed along the dim
+    (segment_sum): each shard scatters its own updates, a partial sum."""
     dims = a.marked(op)
     for v in list(op.operands) + list(op.results):
         dims.update(a.axes(v))
@@ -542,20 +414,28 @@ def _scatter(a: _Analysis, op: Op) -> None:
     ivd, window = dn["index_vector_dim"], dn["update_window_dims"]
     idx_dims = [i for i in range(idx.rank) if i != ivd]
     upd_dims = [j for j in range(upd.rank) if j not in window]
-    ia, ua = a.axes(idx), a.axes(upd)
+    xa, ia, ua = a.axes(x), a.axes(idx), a.axes(upd)
+    batching = dict(zip(dn.get("input_batching_dims", ()),
+                        dn.get("scatter_indices_batching_dims", ())))
     for d in dims:
-        i, j = ia.get(d), ua.get(d)
-        paired = i is not None and j is not None and i in idx_dims and j in upd_dims and \
-            idx_dims.index(i) == upd_dims.index(j)
+        i, j, k = xa.get(d), ia.get(d), ua.get(d)
+        paired = j is not None and k is not None and j in idx_dims and k in upd_dims and \
+            idx_dims.index(j) == upd_dims.index(k)
         kind, scale = a.of(upd, d)
-        if paired and kind == "exact" and not a.depends(x, d) and a.of(idx, d) == EXACT and \
-                _adds(op.regions[0]) and _zero_constant(x):
+        if paired and i is not None and batching.get(i) == j and a.of(idx, d) == EXACT and \
+                kind == "exact" and a.of(x, d)[0] == "exact" and \
+                (scale == 0 or _adds(op.regions[0])):     # (a rescaled add is homogeneous)
+            if a.of(x, d)[1] == scale or (_zero_constant(x) and _adds(op.regions[0])):
+                a.set(op.result, d, (kind, scale))          # batched along the dim
+                continue
+        if paired and i is None and kind == "exact" and not a.depends(x, d) and \
+                a.of(idx, d) == EXACT and _adds(op.regions[0]) and _zero_constant(x):
             a.set(op.result, d, ("add", scale))
         else:
             a.refuse({d}, op, "the scatter writes across it")
 
 
-def _control(a: _Analysis, op: Op) -> None:
+def _control(a: Analysis, op: Op) -> None:
     """while / if / case: the regions are walked as part of the program (their parameters
     have the operands' shapes); the loop condition reads no axis of a parallel dim, and no
     partial or rescaled value crosses a region's boundary."""
