@@ -264,11 +264,19 @@ class JdiscFunction:
 
     def _export(self, fun: Callable, leaves, in_tree) -> ExportedFunction:
         source = driver.FunctionSource(fun, leaves, in_tree, self.constraints)
-        return driver.compile(source, self.__name__, until="export").exported
+        c = driver.compile(source, self.__name__, until="export")
+        self._add_stage_seconds(c.seconds)
+        return c.exported
+
+    def _add_stage_seconds(self, seconds: dict) -> None:
+        total = self._stats.setdefault("stage_seconds", {})
+        for stage, t in seconds.items():
+            total[stage] = total.get(stage, 0.0) + t
 
     def _finish(self, exported: ExportedFunction, in_tree, fun: Callable, t0: float
                 ) -> Compiled:
         c = driver.compile(exported, exported.name)
+        self._add_stage_seconds(c.seconds)
         self._stats["compiles"] += 1
         self._stats["cache_hits"] += int(c.executable.library.cache_hit)
         self._stats["compile_seconds"] += time.perf_counter() - t0
@@ -432,10 +440,13 @@ class JdiscFunction:
         return dict(zip(names, out))
 
     def stats(self) -> dict:
-        """compiles, cache_hits, calls, compile_seconds; with `vmap_compiles` and
-        `vjp_compiles` counting the compiles of the batched and backward programs that
-        jax.vmap and jax.grad of this function made (interop.py)."""
+        """compiles, cache_hits, calls, compile_seconds (with `stage_seconds`: how they split
+        over the driver's stages, `cc` being the C compiler's part of `library`); with
+        `vmap_compiles` and `vjp_compiles` counting the compiles of the batched and backward
+        programs that jax.vmap and jax.grad of this function made (interop.py)."""
         out = dict(self._stats)
+        if "stage_seconds" in out:
+            out["stage_seconds"] = dict(out["stage_seconds"])
         for key, derived in (("vmap_compiles", lambda e: list(e.vmapped.values())),
                              ("vjp_compiles", lambda e: [e.vjp] if e.vjp else [])):
             n = 0

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import time
 from typing import Any, Callable, Sequence
 
-from jdisc.custom_calls import runtime
+from jdisc.custom_calls import compiler, runtime
 from jdisc.dynamic_passes import mlir_import, tuples
 from jdisc.dynamic_passes.dim_text import parse
 from jdisc.dynamic_passes.ir import Program, format_program
@@ -52,6 +53,7 @@ class Compilation:
     folder: str = ""                    # its JDISC_DUMP_DIR subfolder
     import_kw: dict = dataclasses.field(default_factory=dict)
     tuple_trees: tuple | None = None    # @main's tuple arguments and results (tuples.py)
+    seconds: dict = dataclasses.field(default_factory=dict)     # stage -> wall time it took
     _context: Any = None
 
 
@@ -112,6 +114,7 @@ def _c(c: Compilation) -> None:
 
 def _library(c: Compilation) -> None:
     c.executable = runtime.load(c.cprog)
+    c.seconds["cc"] = c.executable.library.cc_seconds
 
 
 # (name, what compile_stage calls it, the step); `export` and `mlir` take the source
@@ -140,7 +143,10 @@ def compile(source: FunctionSource | ExportedFunction | str | bytes, name: str =
         source = source.module
     elif not isinstance(source, FunctionSource):
         first = "mlir"
+    if until == "library":      # the C compile at the end will need it: start it now
+        compiler.start_runtime_unit()
     for stage, what, step in STAGES[_NAMES.index(first):_NAMES.index(until) + 1]:
+        t0 = time.perf_counter()
         with compile_stage(what.format(c.name)):
             if stage == "export":
                 step(c, source)
@@ -149,4 +155,5 @@ def compile(source: FunctionSource | ExportedFunction | str | bytes, name: str =
                 step(c, source)
             else:
                 step(c)
+        c.seconds[stage] = time.perf_counter() - t0
     return c

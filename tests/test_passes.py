@@ -66,7 +66,9 @@ def test_generated_c_is_deterministic_and_readable():
     c2 = generate(to_ir(wl.fn, wl.dynamic_axes, *args)).source
     assert c1 == c2
     assert "int jd_prepare(" in c1 and "int jd_run(" in c1
-    assert "n_rows = (d_B * d_S), n_cols = ((int64_t)1024)" in c1   # loops over the symbolic dims
+    # a kernel loops over its own dims (units.py), which the launcher passes: d_B * d_S rows
+    assert "n_rows = (jd_dim0 * jd_dim1), n_cols = ((int64_t)1024)" in c1
+    assert "(d_B, d_S, " in c1
     assert "stablehlo.tanh at" in c1                          # provenance comments
     assert "restrict" in c1
 

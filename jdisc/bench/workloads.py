@@ -1,8 +1,12 @@
 """Built-in workloads: the models the tests, the benchmark and the README's main job run.
 
 W1 BERT-base encoder layer x[B, S, 768]; W2 LayerNorm + GELU + residual + softmax x[B, S, 1024];
-W3 MLP 512 -> 2048 -> 512 x[N, 512]; plus small building blocks (LayerNorm, softmax, masked
-mean). Parameters are numpy arrays drawn from a fixed seed.
+W3 MLP 512 -> 2048 -> 512 x[N, 512]; W4 a small CNN; W5 pairwise soft-sphere energy and forces
+of N particles in a periodic box (what molecular-dynamics libraries emit: every pair, the
+nearest periodic image, `jax.grad` for the forces); W6 a hierarchical model's log density and
+its gradient over N data points, each point's group parameter gathered by index; plus small
+building blocks (LayerNorm, softmax, masked mean). Parameters are numpy arrays drawn from a
+fixed seed.
 """
 
 from __future__ import annotations
@@ -75,6 +79,58 @@ def cnn(params, x):
     return y.mean(axis=(1, 2))
 
 
+def soft_sphere_energy(R, box):
+    """Soft spheres (sigma 1, epsilon 1, alpha 2) in a periodic box: the sum over pairs."""
+    n = R.shape[0]
+    dR = R[:, None, :] - R[None, :, :]
+    dR = dR - box * jnp.round(dR / box)                   # the nearest periodic image
+    eye = jnp.eye(n, dtype=R.dtype)
+    r = jnp.sqrt(jnp.sum(dR * dR, axis=-1) + eye)         # 1 on the diagonal: no sqrt(0)
+    e = jnp.where(r < 1.0, 0.5 * (1.0 - r) ** 2, 0.0) * (1.0 - eye)
+    return 0.5 * jnp.sum(e)
+
+
+def pair_energy_force(R, box):
+    """W5: the energy and the forces (minus its gradient) of N particles R[N, 3]."""
+    e, g = jax.value_and_grad(soft_sphere_energy)(R, box)
+    return e, -g
+
+
+def hierarchical_log_density(params, y, group):
+    """A normal hierarchical model ("eight schools" with G groups): mu, log tau, theta[G]."""
+    mu, log_tau, theta = params["mu"], params["log_tau"], params["theta"]
+
+    def normal(x, m, s):
+        return -0.5 * ((x - m) / s) ** 2 - jnp.log(s) - np.float32(0.5 * np.log(2 * np.pi))
+    lp = normal(mu, 0.0, 5.0) + normal(log_tau, 0.0, 1.0) + \
+        jnp.sum(normal(theta, mu, jnp.exp(log_tau)))
+    return lp + jnp.sum(normal(y, theta[group], params["sigma"]))
+
+
+def log_density_and_grad(params, y, group):
+    """W6: the log density and its gradient in the parameters, over N points y[N], group[N]."""
+    return jax.value_and_grad(hierarchical_log_density)(params, y, group)
+
+
+def particles(b: int, s: int) -> int:
+    """W5's particle count for a benchmark shape (B, S): 17..425 for B*S in 16..4096."""
+    return 16 + b * s // 10
+
+
+def _particle_args(b, s, rng):
+    n = particles(b, s)
+    side = np.float32((n / 1.2) ** (1 / 3))               # density 1.2: every particle has
+    return (rng.random((n, 3)) * side).astype(np.float32), np.full(3, side, np.float32)
+
+
+def _log_density_args(params):
+    def make(b, s, rng):
+        n = b * s
+        return (params, rng.standard_normal(n).astype(np.float32),
+                rng.integers(0, params["theta"].shape[0], n).astype(np.int32))
+    return make
+
+
 def cnn_side(s: int) -> int:
     """The image side W4 uses for a benchmark shape (B, S): 10..72 pixels for S in 16..512."""
     return 8 + s // 8
@@ -142,8 +198,15 @@ def cnn_params(seed: int = 0) -> dict:
             "b2": (0.1 * rng.standard_normal(64)).astype(np.float32)}
 
 
+def hierarchical_params(groups: int = 64, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"mu": np.float32(0.3), "log_tau": np.float32(0.1), "sigma": np.float32(1.0),
+            "theta": rng.standard_normal(groups).astype(np.float32)}
+
+
 def workloads() -> dict[str, Workload]:
     bp, mp, lp, cp = bert_params(), mlp_params(), ln_params(), cnn_params()
+    hp = hierarchical_params()
     return {
         "W1": Workload(
             "W1", "BERT-base encoder layer x[B,S,768]", bert_layer,
@@ -164,13 +227,23 @@ def workloads() -> dict[str, Workload]:
             lambda b, s, rng: (cp, rng.standard_normal(
                 (b, cnn_side(s), cnn_side(s), 3)).astype(np.float32)),
             lambda b, s: 2.0 * b * (cnn_side(s) ** 2 * 27 * 32 + (cnn_side(s) // 2) ** 2 * 288 * 64)),
+        "W5": Workload(
+            "W5", "soft-sphere energy + forces (jax.grad), N^2 pairs in a periodic box, "
+                  "R[N,3], N=16+B*S/10", pair_energy_force, ({0: "N"}, None), _particle_args,
+            lambda b, s: 0.0),
+        "W6": Workload(
+            "W6", "hierarchical log density + gradient over N points, 64 groups gathered by "
+                  "index, N=B*S", log_density_and_grad, (None, {0: "N"}, {0: "N"}),
+            _log_density_args(hp), lambda b, s: 0.0),
     }
 
 
 def shape_label(name: str, b: int, s: int) -> str:
     """How the tables (and the plot) name a shape of workload `name`."""
-    if name == "W3":
+    if name in ("W3", "W6"):
         return f"N={b * s}"
+    if name == "W5":
+        return f"N={particles(b, s)}"
     if name == "W4":
         return f"{b}x{cnn_side(s)}x{cnn_side(s)}"
     return f"{b}x{s}"

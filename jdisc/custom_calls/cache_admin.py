@@ -1,7 +1,8 @@
 """`jdisc cache info|clear`: what the on-disk compile cache holds, and emptying it safely.
 
 The cache (compiler.py) is `<root>/<key[:2]>/<key>/` entries, each with `kernel.c`, `lib.so`,
-`lib.so.sha256`, `lock` and, for programs with large constants, `data.bin`. Only directories
+`lib.so.sha256`, `lock` and, for programs with large constants, `data.bin`; and the units'
+objects, `<root>/units/<key[:2]>/<key>.o` with their C, hash and lock. Only directories
 named like that (two hex digits / a 64-digit key) are counted or removed, so a
 `JDISC_CACHE_DIR` pointing somewhere unexpected never loses other files; an entry whose lock
 another process holds (it is compiling there) is left alone. Entries of other jdisc versions are
@@ -55,6 +56,9 @@ def info(root: str | None = None) -> dict:
         versions[_version(e)] = versions.get(_version(e), 0) + 1
         valid += compiler._entry_valid(str(e / "lib.so"), str(e / "lib.so.sha256"))
         size += sum(f.stat().st_size for f in e.iterdir() if f.is_file())
+    units = Path(root) / "units"
+    size += sum(f.stat().st_size for f in units.rglob("*") if f.is_file()) if units.is_dir() \
+        else 0
     return {"path": root, "entries": len(found), "valid": valid, "bytes": size,
             "versions": dict(sorted(versions.items()))}
 
@@ -68,11 +72,39 @@ def format_info(d: dict) -> str:
             f"(set JDISC_CACHE_DIR to use another directory; `jdisc cache clear` empties it)\n")
 
 
-def clear(root: str | None = None) -> tuple[int, int]:
-    """Remove every entry not in use, and the compiler probes' verdicts (probe.py: they are
-    redone on the next compile); returns (removed, skipped because in use)."""
+def _clear_units(units: Path) -> tuple[int, int]:
+    """Remove the units' objects (a library, once linked, does not need them) but those a
+    compile holds (compiler._unit_object); returns (removed, skipped)."""
     removed = busy = 0
-    shutil.rmtree(Path(root or compiler.cache_dir()) / "probes", ignore_errors=True)
+    for lock_path in sorted(units.glob("[0-9a-f][0-9a-f]/*.lock")) if units.is_dir() else ():
+        key = lock_path.name[:-len(".lock")]
+        if not _KEY.match(key):
+            continue
+        with open(lock_path, "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy += 1
+                continue
+            for ext in (".o", ".o.sha256", ".c", ".lock"):
+                (lock_path.parent / (key + ext)).unlink(missing_ok=True)
+            removed += 1
+    for folder in (*units.glob("[0-9a-f][0-9a-f]"), units):
+        try:
+            os.rmdir(folder)     # only when empty
+        except OSError:
+            pass
+    return removed, busy
+
+
+def clear(root: str | None = None) -> tuple[int, int]:
+    """Remove every entry not in use, the units' objects not in use, and the compiler probes'
+    verdicts (probe.py: they are redone on the next compile); returns the entries (removed,
+    skipped because in use)."""
+    removed = busy = 0
+    base = Path(root or compiler.cache_dir())
+    shutil.rmtree(base / "probes", ignore_errors=True)
+    _clear_units(base / "units")
     for e in entries(root):
         try:
             lock = open(e / "lock", "a+b")

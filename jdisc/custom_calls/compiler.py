@@ -1,7 +1,13 @@
 """Compile generated C into a shared library through an on-disk cache, and load it.
 
-Two cache levels, as in Triton: a dict in memory (same source in one process -> same handle) and a
-directory on disk, `<cache_dir>/<key[:2]>/<key>/` holding `kernel.c` (kept for users to read),
+A program's C is several translation units (lowering/units.py): they compile in parallel
+(`JDISC_CC_JOBS` at once, default the CPUs this process may use), each through the unit cache
+`<cache_dir>/units/<key[:2]>/<key>.o` (keyed like a library, by its text: a kernel shared by
+several programs, and the runtime unit every program has, compile once), and link into the
+program's library.
+
+Two cache levels for libraries, as in Triton: a dict in memory (same source in one process ->
+same handle) and a directory on disk, `<cache_dir>/<key[:2]>/<key>/` holding `kernel.c` (kept for users to read),
 `lib.so` (compiled to a temp file beside it, then `os.replace`d), `lib.so.sha256` (written
 after it; a hit needs it to match) and, for a program with large constants, `data.bin` (its data
 section, lowering/data.py: mapped read-only at load; rewritten when its bytes do not hash to the
@@ -28,16 +34,20 @@ import shlex
 import subprocess
 import tempfile
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from jdisc.custom_calls.probe import workaround_flags
+from jdisc.lowering.units import runtime_unit, split
 from jdisc.errors import CompileError
 from jdisc.version import __version__
 
 _OUTPUT_TAIL_CHARS = 4000
+_UNIT_OPTS = ("-O1", "-O2", "-O3")
 
 _BASE_CFLAGS = [
     "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native",
@@ -64,6 +74,7 @@ class Library:
     c_path: str  # the C source kept beside it in the cache
     handle: ctypes.CDLL
     data: object = None  # the mapped data section the library points into (kept alive here)
+    cc_seconds: float = 0.0  # the C compiler's wall time for this build (0 on a hit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,35 +266,157 @@ def _entry_valid(so_path: str, sha_path: str) -> bool:
         return False
 
 
-def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path: str,
-             so_path: str, sha_path: str) -> None:
-    """Compile into a temp file beside `so_path`, then move it into place and record its hash."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so_path), prefix="lib.so.", suffix=".tmp")
-    os.close(fd)
-    cmd = [*compiler, *cflags, c_path, "-o", tmp, *ldflags]
+def _run_compiler(cmd: list[str], compiler: list[str], c_path: str) -> None:
     try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace")
+    except OSError as e:
+        raise _missing_compiler(compiler, e) from e
+    out_path = cmd[cmd.index("-o") + 1]
+    if proc.returncode != 0 or os.path.getsize(out_path) == 0:
+        out = proc.stdout.strip()
+        if len(out) > _OUTPUT_TAIL_CHARS:
+            out = "[... earlier output trimmed ...]\n" + out[-_OUTPUT_TAIL_CHARS:]
+        raise CompileError(
+            f"C compiler failed (exit code {proc.returncode}) on generated code.\n"
+            f"command: {shlex.join(cmd)}\n"
+            f"C source: {c_path}\n"
+            f"compiler output:\n{out or '(none)'}"
+        )
+
+
+def _unit_flags(cflags: list[str], opt: str, sanitize: bool) -> list[str]:
+    """A unit's compile flags: its -O level (not under the sanitizer's -O1), no -shared."""
+    flags = [f for f in cflags if f != "-shared"]
+    if not sanitize and opt in _UNIT_OPTS:
+        flags = [opt if f.startswith("-O") else f for f in flags]
+    return flags + ["-c"]
+
+
+def _unit_object(root: str, compiler: list[str], flags: list[str], text: str):
+    """(path, lock) of the object file of one unit, from the unit cache
+    (`<root>/units/<key[:2]>/<key>.o`, with its C beside it and its hash after it), compiled
+    once across processes; the lock, a shared hold on the unit, keeps `jdisc cache clear` from
+    removing the object until the caller has linked it and closes the lock."""
+    key = _cache_key(text, compiler, flags)
+    folder = os.path.join(root, "units", key[:2])
+    os.makedirs(folder, exist_ok=True)
+    obj, sha, c_path = (os.path.join(folder, key + ext) for ext in (".o", ".o.sha256", ".c"))
+    lock_file = open(os.path.join(folder, key + ".lock"), "a+b")
+    try:
+        # Shared to read a valid object: a compile holds its units shared until it has linked
+        # them, so one that waited here for exclusive use while holding others could deadlock
+        # with another compile of units in common. Exclusive only to build a missing one (its
+        # holder waits for nothing else meanwhile).
+        fcntl.flock(lock_file, fcntl.LOCK_SH)
+        if _entry_valid(obj, sha):
+            return obj, lock_file
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        if not _entry_valid(obj, sha):
+            _write_atomic(c_path, text)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=key + ".", suffix=".o.tmp")
+            os.close(fd)
+            try:
+                _run_compiler([*compiler, *flags, c_path, "-o", tmp], compiler, c_path)
+                digest = _file_sha256(tmp)
+                os.replace(tmp, obj)
+            finally:
+                _unlink(tmp)
+            _write_atomic(sha, digest + "\n")
+        fcntl.flock(lock_file, fcntl.LOCK_SH)
+        return obj, lock_file
+    except BaseException:
+        lock_file.close()
+        raise
+
+
+def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path: str,
+             so_path: str, sha_path: str, sanitize: bool, root: str) -> None:
+    """Compile the program's units (lowering/units.py) in parallel through the unit cache,
+    link them into a temp file beside `so_path`, then move it into place and record its hash."""
+    with open(c_path, encoding="utf-8") as f:
+        units = split(f.read())
+    jobs = [(_unit_flags(cflags, opt, sanitize), text) for _, opt, text in units]
+    held = []
+    try:
+        with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
+            futures = [pool.submit(_unit_object, root, compiler, *j) for j in jobs]
+            for f in futures:       # every future is waited for, and every lock it took kept
+                try:
+                    held.append(f.result())
+                except BaseException as e:
+                    error = e
+                    held.append(None)
+        if None in held:
+            if isinstance(error, CompileError):
+                raise CompileError(f"{error}\nthe program's C file: {c_path}") from None
+            raise error
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so_path), prefix="lib.so.",
+                                   suffix=".tmp")
+        os.close(fd)
         try:
-            proc = subprocess.run(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, text=True, errors="replace",
-            )
-        except OSError as e:
-            raise _missing_compiler(compiler, e) from e
-        if proc.returncode != 0 or os.path.getsize(tmp) == 0:
-            out = proc.stdout.strip()
-            if len(out) > _OUTPUT_TAIL_CHARS:
-                out = "[... earlier output trimmed ...]\n" + out[-_OUTPUT_TAIL_CHARS:]
-            raise CompileError(
-                f"C compiler failed (exit code {proc.returncode}) on generated code.\n"
-                f"command: {shlex.join(cmd)}\n"
-                f"C source: {c_path}\n"
-                f"compiler output:\n{out or '(none)'}"
-            )
-        digest = _file_sha256(tmp)
-        os.replace(tmp, so_path)
+            _run_compiler([*compiler, *_link_flags(cflags), *(obj for obj, _ in held), "-o",
+                           tmp, *ldflags], compiler, c_path)
+            digest = _file_sha256(tmp)
+            os.replace(tmp, so_path)
+        finally:
+            _unlink(tmp)
     finally:
-        _unlink(tmp)
+        for h in held:
+            if h is not None:
+                h[1].close()
     _write_atomic(sha_path, digest + "\n")
+
+
+_started: set = set()
+
+
+def start_runtime_unit(sanitize: bool | None = None) -> None:
+    """Compile the runtime unit, the same in every program, in a background thread (once per
+    cache directory and process), so that a compile that begins with an empty cache finds it
+    built by the time its own units are: it overlaps the export and the passes. What it costs
+    is off the first call's path; a failure here is left to that compile to report."""
+    if sanitize is None:
+        sanitize = os.environ.get("JDISC_SANITIZE", "") not in ("", "0")
+    root = cache_dir()
+    with _memo_lock:
+        if (root, sanitize) in _started:
+            return
+        _started.add((root, sanitize))
+
+    def build_it():
+        try:
+            cflags, _ = _flag_parts(sanitize)
+            name, opt, text = split(runtime_unit())[0]
+            _unit_object(root, compiler_command(), _unit_flags(cflags, opt, sanitize),
+                         text)[1].close()
+        except Exception:       # noqa: BLE001 - the compile that needs it reports it
+            pass
+    threading.Thread(target=build_it, name="jdisc-runtime-unit", daemon=True).start()
+
+
+def _link_flags(cflags: list[str]) -> list[str]:
+    """The compile flags that matter when linking (-shared, -fPIC, -march, sanitizers)."""
+    out, skip = [], False
+    for f in cflags:
+        if skip:
+            skip = False
+        elif f == "-I":
+            skip = True
+        elif not f.startswith(("-O", "-I", "-W", "-std")):
+            out.append(f)
+    return out
+
+
+def compile_jobs() -> int:
+    """How many units compile at once: `JDISC_CC_JOBS`, else the CPUs this process may use."""
+    env = os.environ.get("JDISC_CC_JOBS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _load(path: str, sanitize: bool) -> ctypes.CDLL:
@@ -371,8 +504,11 @@ def build(source: str, *, sanitize: bool | None = None, data: bytes = b"",
                 if data and not (os.path.exists(data_path)
                                  and _file_sha256(data_path) == data_sha256):
                     _write_bytes_atomic(data_path, data)
+                t0 = time.perf_counter()
                 if not hit:
-                    _compile(compiler, cflags, ldflags, c_path, so_path, sha_path)
+                    _compile(compiler, cflags, ldflags, c_path, so_path, sha_path, sanitize,
+                             root)
+                cc_seconds = time.perf_counter() - t0 if not hit else 0.0
                 handle = _load(so_path, sanitize)
                 mapped = _map_data(data_path) if data else None
             finally:
@@ -381,8 +517,8 @@ def build(source: str, *, sanitize: bool | None = None, data: bytes = b"",
             mapped = bind_data(handle, mapped, so_path)
 
         lib = Library(path=so_path, key=key, cache_hit=hit, c_path=c_path, handle=handle,
-                      data=mapped)
+                      data=mapped, cc_seconds=cc_seconds)
         with _memo_lock:
             # Later builds of the same source in this process reuse this handle, as a hit.
-            _memory[mem_key] = dataclasses.replace(lib, cache_hit=True)
+            _memory[mem_key] = dataclasses.replace(lib, cache_hit=True, cc_seconds=0.0)
         return lib

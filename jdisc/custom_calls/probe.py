@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 
 # Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
 _MASKED_LOAD_LANES = r"""
@@ -72,6 +73,7 @@ PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, _MASKED_LOAD_LANES_KEPT,
 PROBE_VERSION = 2       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}
+_probing = threading.Lock()
 
 
 def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host: str,
@@ -80,6 +82,14 @@ def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host
     key = (tuple(compiler), tuple(cflags), identity, host, PROBE_VERSION)
     if key in _verdicts:
         return _verdicts[key]
+    with _probing:     # one thread probes (compiler.start_runtime_unit's, often); others wait
+        if key not in _verdicts:
+            _verdicts[key] = _verdict(key, compiler, cflags, identity, cache_root)
+    return _verdicts[key]
+
+
+def _verdict(key, compiler: list[str], cflags: list[str], identity: str,
+             cache_root: str) -> list[str]:
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
     path = os.path.join(cache_root, "probes", digest + ".json")
     try:
@@ -92,7 +102,6 @@ def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"compiler": identity, "flags": flags}, f)
         os.replace(tmp, path)
-    _verdicts[key] = flags
     return flags
 
 

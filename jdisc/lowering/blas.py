@@ -17,7 +17,6 @@ from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import cast
 from jdisc.lowering.loops import KernelContext
-from jdisc.lowering import c_runtime
 
 # what jd_gemm calls, and its `kind` argument (jd_gemm.h)
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm",
@@ -115,7 +114,6 @@ BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm",
 # own threads end a GEMM when the slowest of them does, which on a busy machine is a scheduler
 # tick late, and on a shared 2-core machine waking them cost 2-10x on GEMMs of a few million
 # multiply-adds (the MLP training step at N = 1..77).
-GEMM_HELPER = c_runtime.source("jd_gemm.h")
 
 
 def emit_trsm(ctx: KernelContext) -> None:

@@ -28,10 +28,6 @@ from jdisc.lowering.cwriter import CWriter, c_string
 from jdisc.lowering.names import c_comment
 from jdisc.lowering import c_runtime
 
-ERROR_HELPER = c_runtime.source("jd_errors.h")
-
-POOL = c_runtime.source("jd_pool.h")
-
 ARENA = c_runtime.source("jd_arena.h")
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")

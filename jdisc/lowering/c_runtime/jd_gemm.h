@@ -9,8 +9,7 @@
 #define JD_GEMM_SPLIT_WORK 4194304.0   /* multiply-adds (2^22, about 0.1 ms on two cores) */
 #define JD_GEMM_MIN_ROWS 32            /* a piece's rows or columns, at least */
 
-/* the element type: what jd_gemm's `kind` selects */
-enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
+/* JD_GEMM_F32 .. JD_GEMM_C128, the element types jd_gemm's `kind` selects: jd_shared.h */
 
 typedef struct {
   int kind, trans_a, trans_b;
@@ -70,8 +69,8 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
 
 /* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n); the callers checked
    that every size fits blasint. */
-static void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
-                    int64_t k, const void *a, const void *b, void *c) {
+JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
+                   int64_t k, const void *a, const void *b, void *c) {
   if (scipy_openblas_get_num_threads() != 1) scipy_openblas_set_num_threads(1);  /* if reset */
   jd_gemm_job g = {kind, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n,
                    m * k, k * n, m * n, a, b, c, 1, 0, 0};

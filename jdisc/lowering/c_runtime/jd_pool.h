@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
-typedef void (*jd_piece_fn)(const void *ctx, int64_t piece);
+/* jd_piece_fn, jd_region and the declarations of what kernels call: jd_shared.h */
 
 static struct {
   pthread_mutex_t lock;        /* guards gen, fn, ctx, n and the condition variables */
@@ -228,15 +228,6 @@ static int jd_kernel_threads(void) {
 }
 int jd_current_threads(void) { return jd_kernel_threads(); }   /* for tests */
 
-/* What every parallel loop's context starts with (a kernel's loop is a function of its own,
-   `<kernel>_p<n>`, whose context struct carries the kernel's parameters after this). */
-typedef struct {
-  int64_t count, step;        /* the loop runs [0, count); piece p is [p * step, p * step + step) */
-  int failed;                 /* a piece could not allocate its scratch memory */
-} jd_region;
-
-static void jd_region_fail(jd_region *r) { __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED); }
-
 /* Pieces per thread: enough that a thread that starts late, or runs slowly beside a busy
    neighbour, leaves its share to the others; few enough that claiming one (an atomic
    compare-and-swap) and a piece's scratch memory cost nothing next to its work. */
@@ -244,7 +235,7 @@ static void jd_region_fail(jd_region *r) { __atomic_store_n(&r->failed, 1, __ATO
 
 /* Run a kernel's loop over [0, count): on the pool when `go` (the kernel judged the work large
    enough to share), else as one piece on the calling thread. */
-static void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go) {
+JD_RT void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go) {
   const int threads = go && count > 1 ? jd_kernel_threads() : 1;
   int64_t pieces = threads > 1 ? (int64_t)JD_PIECES_PER_THREAD * threads : 1;
   if (pieces > count) pieces = count;

@@ -1,0 +1,106 @@
+"""Where a cold compile's time goes: jdisc's stages against XLA's single-shape compile.
+
+    python benchmarks/compile_time.py [--workloads W1,W2,W3,W4] [--repeats 2] [--json OUT.json]
+
+Per workload and repeat, a fresh process, with an empty jdisc cache ("cold") and with a cache
+directory where another program was compiled before ("new program": the runtime unit and the
+compiler probe are on disk, as for every program after a user's first). jdisc: the first call of
+`jdisc.jit` at (B, S) = (2, 37) (the split below is the cold one's), split by `stats()["stage_seconds"]` into the driver's stages
+(export, mlir, import, passes, c, library; `cc` is the C compiler's part of `library`) and the
+rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace and lower) and `.compile()` at the same
+shape. Medians over the repeats; `cold / XLA` = jdisc's first call / XLA's lower + compile.
+XLA's own compile cache is not persistent here (jax's default), so its side is always cold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+_CHILD = r"""
+import json, sys, time
+import jax, numpy as np
+import jdisc
+from jdisc.bench.workloads import workloads
+name = sys.argv[1]
+wl = workloads()[name]
+args = jax.device_put(wl.make_args(2, 37, np.random.default_rng(0)))
+jax.block_until_ready(jax.jit(lambda x: x + 1)(np.ones(3, np.float32)))   # start-up costs
+t0 = time.perf_counter()
+lowered = jax.jit(wl.fn).lower(*args)
+t1 = time.perf_counter()
+lowered.compile()
+t2 = time.perf_counter()
+f = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)
+t3 = time.perf_counter()
+jax.block_until_ready(f(*args))
+t4 = time.perf_counter()
+st = f.stats()
+print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "jdisc_first": t4 - t3,
+                  "stages": st.get("stage_seconds", {}), "compiles": st["compiles"]}))
+"""
+
+STAGES = ("export", "mlir", "import", "passes", "c", "library", "cc")
+
+
+_OTHER_PROGRAM = r"""
+import numpy as np, jdisc
+jdisc.jit(lambda x: x * 2 + 1, dynamic_axes=({0: "n"},))(np.ones(3, np.float32))
+"""
+
+
+def one(name: str, warm: bool) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, JDISC_CACHE_DIR=cache)
+        if warm:
+            subprocess.run([sys.executable, "-c", _OTHER_PROGRAM], env=env, check=True)
+        out = subprocess.run([sys.executable, "-c", _CHILD, name], env=env, check=True,
+                             capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default="W1,W2,W3,W4")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    print("load average before:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    rows = []
+    for name in a.workloads.split(","):
+        runs = [one(name, False) for _ in range(a.repeats)]
+        warm = [one(name, True)["jdisc_first"] for _ in range(a.repeats)]
+
+        def med(get):
+            return statistics.median(get(r) for r in runs)
+        row = {"workload": name, "xla_lower": med(lambda r: r["xla_lower"]),
+               "xla_compile": med(lambda r: r["xla_compile"]),
+               "jdisc_first": med(lambda r: r["jdisc_first"])}
+        for s in STAGES:
+            row[s] = med(lambda r: r["stages"].get(s, 0.0))
+        row["new_program"] = statistics.median(warm)
+        xla = row["xla_lower"] + row["xla_compile"]
+        row["ratio"], row["new_ratio"] = row["jdisc_first"] / xla, row["new_program"] / xla
+        rows.append(row)
+    head = ["W", "XLA lower", "XLA compile", "jdisc cold", *STAGES, "cold / XLA",
+            "jdisc new program", "new / XLA"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for r in rows:
+        cells = [r["workload"], *(f"{r[k]:.3f}" for k in ("xla_lower", "xla_compile",
+                                                          "jdisc_first", *STAGES)),
+                 f"{r['ratio']:.2f}", f"{r['new_program']:.3f}", f"{r['new_ratio']:.2f}"]
+        print("| " + " | ".join(cells) + " |")
+    print("load average after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "repeats": a.repeats, "cpus": os.cpu_count()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

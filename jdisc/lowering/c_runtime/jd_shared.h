@@ -1,0 +1,34 @@
+/* What the units of one program share: a program is compiled as several translation units
+   (its launcher, one per kernel, and the runtime: jd_errors.h, jd_pool.h and jd_gemm.h) linked
+   into one library, and the runtime's pool is the library's one pool. The functions declared
+   here are defined once, in the runtime unit, and stay inside the library (hidden). */
+#ifndef JD_SHARED_H
+#define JD_SHARED_H
+#include <stdint.h>
+#define JD_RT __attribute__((visibility("hidden")))
+
+typedef void (*jd_piece_fn)(const void *ctx, int64_t piece);
+
+/* What every parallel loop's context starts with (a kernel's loop is a function of its own,
+   `<kernel>_p<n>`, whose context struct carries the kernel's parameters after this). */
+typedef struct {
+  int64_t count, step;        /* the loop runs [0, count); piece p is [p * step, p * step + step) */
+  int failed;                 /* a piece could not allocate its scratch memory */
+} jd_region;
+
+static inline void jd_region_fail(jd_region *r) {
+  __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
+}
+
+/* Run a kernel's loop over [0, count): on the pool when `go` (the kernel judged the work large
+   enough to share), else as one piece on the calling thread (jd_pool.h). */
+JD_RT void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go);
+
+/* the element type: what jd_gemm's `kind` selects */
+enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
+
+/* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n), on the pool; the
+   callers checked that every size fits blasint (jd_gemm.h). */
+JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
+                   int64_t k, const void *a, const void *b, void *c);
+#endif

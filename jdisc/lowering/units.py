@@ -1,0 +1,83 @@
+"""A program's C as translation units, in one file.
+
+A program's C file is a sequence of units, each starting at a marker line
+`//@jdisc unit <name> <-O level>`: the launcher (with the file's header comment before it), one
+unit per distinct kernel, and the runtime (jd_errors.h, jd_pool.h, jd_gemm.h). Each unit is C
+that compiles on its own; custom_calls/compiler.py compiles them in parallel, caches each
+object by its text, and links them into the program's library. A kernel unit's text depends only
+on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
+its own (`jd_dim0`, ...), so the same LayerNorm or GEMM epilogue in another program, or twice in
+one, is the same unit and compiles once. The runtime unit is the same for every program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from jdisc.lowering import c_runtime
+from jdisc.lowering.scalar_ops import c_prelude
+
+MARK = "//@jdisc unit "
+SELF = "JD_SELF"      # a kernel unit's own name, until its content names it
+
+# -O level per unit: the kernels' loops are the program's time; the launcher's checks and
+# calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time: benchmarks/compile_time.py),
+# and the runtime unit compiles once for every program
+KERNEL_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O1", "-O2"
+
+_BASE_INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h")
+_MESSAGE_INCLUDES = ("stdarg.h", "stdio.h")
+_ERROR_NAMES = re.compile(r"\bjd_(?:tdiv|trem|copy|error)\b")
+
+KEEP_BRANCHES_MACRO = c_runtime.source("jd_keep_branches.h")
+ERROR_HELPER = c_runtime.source("jd_errors.h")
+
+
+def marker(name: str, opt: str) -> str:
+    return f"{MARK}{name} {opt}\n"
+
+
+def head(body: str, *, blas: bool = False, lapack: bool = False, extra: str = "") -> str:
+    """What a unit whose own code is `body` starts with: the includes it needs, jdisc's shared
+    declarations, `extra` (whole runtime headers: jd_fft.h, jd_rng.h) and the scalar helpers
+    the body and `extra` call."""
+    errors = bool(_ERROR_NAMES.search(body))
+    lines = ["#define _POSIX_C_SOURCE 200112L   /* posix_memalign */", KEEP_BRANCHES_MACRO]
+    includes = _BASE_INCLUDES + (_MESSAGE_INCLUDES if errors else ()) \
+        + (("cblas.h",) if blas or "cblas_" in body else ())
+    lines += [f"#include <{inc}>" for inc in includes]
+    if lapack:     # it includes <complex.h>: drop its macros
+        lines.append("#include <lapacke.h>\n#undef I\n#undef complex")
+    text = "\n".join(lines) + "\n" + c_runtime.source("jd_dims.h") + \
+        c_runtime.source("jd_shared.h") + "\n"
+    if errors:
+        text += ERROR_HELPER + "\n"
+    return text + extra + c_prelude(extra + body) + "\n"
+
+
+def kernel_unit(text: str, *, lapack: bool = False, extra: str = "") -> tuple[str, str]:
+    """(symbol, unit text) of a kernel whose functions `text` names with SELF."""
+    unit = head(text, lapack=lapack, extra=extra) + text
+    symbol = "jd_u" + hashlib.sha256(unit.encode()).hexdigest()[:16]
+    return symbol, marker(symbol, KERNEL_OPT) + unit.replace(SELF, symbol)
+
+
+def runtime_unit() -> str:
+    """The pool and the GEMMs on it: the same text in every program."""
+    body = "\n".join(c_runtime.source(h) for h in ("jd_pool.h", "jd_gemm.h"))
+    return marker("runtime", RUNTIME_OPT) + head(body, blas=True) + body
+
+
+def split(source: str) -> list[tuple[str, str, str]]:
+    """(name, -O level, text) of each unit of a program's C file; a file without markers (a
+    package written before units) is one unit, `program`, at -O3."""
+    parts = ("\n" + source).split("\n" + MARK)
+    if len(parts) == 1:
+        return [("program", "-O3", source)]
+    preamble, units = parts[0][1:], []
+    for i, part in enumerate(parts[1:]):
+        first, _, text = part.partition("\n")
+        name, _, opt = first.partition(" ")
+        units.append((name, opt, (preamble + "\n" if i == 0 and preamble else "") + text))
+    return units

@@ -1,0 +1,95 @@
+"""A program's C is translation units (lowering/units.py) compiled through a unit cache: a
+kernel that two programs (or one program twice) contain compiles once, the runtime unit compiles
+once for every program, and what is compiled is what the program's C file says."""
+
+import shutil
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jdisc
+from jdisc.custom_calls import compiler
+from jdisc.lowering import units
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+
+@pytest.fixture
+def unit_compiles(tmp_path, monkeypatch):
+    """JDISC_CC logging each unit it compiles (its C file); returns the list so far."""
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "cache"))
+    log = tmp_path / "units.log"
+    script = tmp_path / "cc-wrapper"
+    script.write_text("#!/bin/sh\n"
+                      'case " $* " in *" -c "*)\n'
+                      f'  for a in "$@"; do case "$a" in *.c) echo "$a" >> "{log}";; esac; done\n'
+                      "esac\n"
+                      'exec cc "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("JDISC_CC", str(script))
+    return lambda: log.read_text().splitlines() if log.exists() else []
+
+
+def _kinds(paths):
+    """What each compiled unit is: runtime, launcher or a kernel."""
+    out = []
+    for p in paths:
+        text = open(p).read()
+        out.append("launcher" if "jd_run(" in text else
+                   "runtime" if "jd_set_threads" in text else "kernel")
+    return sorted(out)
+
+
+def test_a_kernel_shared_by_two_programs_compiles_once(unit_compiles):
+    def layer(x, b):
+        return jnp.tanh(x * 2.0 + b)
+    f = jdisc.jit(lambda x, b: layer(x, b).sum(axis=-1), dynamic_axes=({0: "n"}, None))
+    g = jdisc.jit(lambda y, b: jnp.exp(layer(y, b)), dynamic_axes=({0: "rows"}, None))
+    x, b = np.ones((5, 8), np.float32), np.arange(8, dtype=np.float32)
+    np.testing.assert_allclose(f(x, b), np.tanh(x * 2 + b).sum(-1), rtol=1e-6)
+    first = unit_compiles()
+    assert _kinds(first).count("runtime") == 1 and _kinds(first).count("launcher") == 1
+    np.testing.assert_allclose(g(x, b), np.exp(np.tanh(x * 2 + b)), rtol=1e-6)
+    second = unit_compiles()[len(first):]
+    # g's launcher, and its one kernel (tanh then exp, fused): not the runtime
+    assert _kinds(second) == ["kernel", "launcher"], second
+    assert f.stats()["compiles"] == g.stats()["compiles"] == 1
+
+
+def test_identical_kernels_in_one_program_are_one_unit(unit_compiles):
+    def two_layers(x, w):             # the same elementwise kernel before each GEMM
+        return jnp.tanh(jnp.tanh(x + 1.0) @ w + 1.0) @ w
+    f = jdisc.jit(two_layers, dynamic_axes=({0: "n"}, None))
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(-0.5, 0.5, 16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_allclose(f(x, w), np.tanh(np.tanh(x + 1) @ w + 1) @ w, rtol=1e-5,
+                               atol=1e-6)
+    source = f.compiled_for(x, w).c_source
+    names = [line.split()[2] for line in source.splitlines() if line.startswith(units.MARK)]
+    assert len(names) == len(set(names))
+    tanh_units = [n for n in names if n.startswith("jd_u")
+                  and "tanh" in source.split(units.MARK + n)[1].split(units.MARK)[0]]
+    assert len(tanh_units) == 1, names
+    assert source.count(f"{tanh_units[0]}(") == 1 + 1 + 2   # defined, declared, called twice
+    assert len(unit_compiles()) == len(names)
+
+
+def test_the_file_splits_into_what_was_compiled():
+    source = units.marker("launcher", "-O1") + "int a;\n" + units.marker("jd_u1", "-O3") + \
+        "int b;\n"
+    assert units.split("/* head */\n" + source) == [
+        ("launcher", "-O1", "/* head */\nint a;"), ("jd_u1", "-O3", "int b;\n")]
+    assert units.split("int old_single_file;\n") == [("program", "-O3",
+                                                      "int old_single_file;\n")]
+
+
+def test_a_unit_that_fails_names_both_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path))
+    source = (units.marker("launcher", "-O1") + "int jd_ok(void) { return 1; }\n"
+              + units.marker("jd_ubroken", "-O3") + "int jd_bad(void) { return nope; }\n")
+    with pytest.raises(jdisc.CompileError) as info:
+        compiler.build(source)
+    msg = str(info.value)
+    assert "nope" in msg and "the program's C file:" in msg and "kernel.c" in msg
+    assert "/units/" in msg       # the failing unit's own C file
