@@ -137,3 +137,22 @@ def test_cnn_dynamic_batch_and_spatial_dims(rng):
     run_differential(W.cnn, (None, {0: "B", 1: "H", 2: "W"}),
                      lambda b, s, r: (p, r.standard_normal((b, s, s + 3, 3)).astype(np.float32)),
                      [(1, 2), (2, 7), (3, 16), (1, 33)], 2e-5, rng)
+
+
+def test_pairwise_energy_and_forces_in_a_periodic_box(rng):
+    # W5: the energy sums N^2 pair terms (N <= 401: ~sqrt(1.6e5) ulp ~ 2.4e-5 relative at
+    # worst in a different order), each force N terms
+    wl = W.workloads()["W5"]
+
+    def make(n, _, r):
+        side = np.float32((n / 1.2) ** (1 / 3))
+        return (r.random((n, 3)) * side).astype(np.float32), np.full(3, side, np.float32)
+    run_differential(wl.fn, wl.dynamic_axes, make, [(1, 0), (2, 0), (3, 0), (37, 0), (401, 0)],
+                     5e-5, rng)
+
+
+def test_log_density_and_gradient_with_gathered_group_parameters(rng):
+    # W6: sums over N <= 5000 points, and per group in the gradient
+    wl = W.workloads()["W6"]
+    run_differential(wl.fn, wl.dynamic_axes, wl.make_args, [(1, 1), (1, 2), (7, 1), (97, 1),
+                                                            (5000, 1)], 2e-5, rng)
