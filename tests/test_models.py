@@ -156,3 +156,21 @@ def test_log_density_and_gradient_with_gathered_group_parameters(rng):
     wl = W.workloads()["W6"]
     run_differential(wl.fn, wl.dynamic_axes, wl.make_args, [(1, 1), (1, 2), (7, 1), (97, 1),
                                                             (5000, 1)], 2e-5, rng)
+
+
+def test_decoder_step_with_a_growing_kv_cache(rng):
+    # benchmarks/decode.py's step: the cache length T is the dynamic axis, from 0 (the first
+    # token) up; GEMMs of K = 128..512 terms and a softmax over T + 1 positions
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "decode.py"
+    spec = importlib.util.spec_from_file_location("decode_benchmark", path)
+    decode = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(decode)
+    p = decode.params()
+
+    def make(t, _, r):
+        caches = r.standard_normal((2, decode.LAYERS, t, decode.D)).astype(np.float32)
+        return p, p["embed"][int(r.integers(0, decode.VOCAB))], caches[0], caches[1]
+    run_differential(decode.step, (None, None, {1: "T"}, {1: "T"}), make,
+                     [(0, 0), (1, 0), (2, 0), (7, 0), (131, 0)], 2e-5, rng)
