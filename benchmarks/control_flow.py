@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--skip-lstm", action="store_true")
     p.add_argument("--skip-loop", action="store_true")
     opts = p.parse_args(argv)
+    if opts.seed is None:
+        opts.seed = 0
     n_shapes = opts.shapes or (QUICK["shapes"] if opts.quick else 10)
     repeats = opts.repeats or (QUICK["repeats"] if opts.quick else 7)
     shapes = draw_shapes(n_shapes, opts.seed, QUICK["max_t"] if opts.quick else 256)

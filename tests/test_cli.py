@@ -277,12 +277,25 @@ def test_bench_tiny(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "W2: LayerNorm+GELU+residual+softmax" in proc.stdout     # the table
     assert "jdisc ms" in proc.stdout and "compiles: 1" in proc.stdout
+    assert "worst shape (steady state): " in proc.stdout
     assert "[W2 1/1] B=" in proc.stderr and "done in" in proc.stderr  # progress
     assert (tmp_path / "lat.png").read_bytes().startswith(b"\x89PNG")
     assert '"W2"' in (tmp_path / "r.json").read_text()
     last = [ln for ln in proc.stdout.splitlines() if ln.startswith(("verdict:", "warning:"))]
     assert last and last[0].startswith("verdict: jdisc ") and \
         " of 1 shapes in steady state" in last[0] and "1 jdisc compile(s)" in last[0], last
+
+
+def test_bench_shapes_are_small_odd_prime_and_large_and_follow_the_seed():
+    from jdisc.bench import draw_shapes, release_seed
+    shapes = draw_shapes(30, release_seed(), None)
+    assert len(set(shapes)) == 30 and shapes == draw_shapes(30, release_seed(), None)
+    assert shapes != draw_shapes(30, release_seed() + 1, None)
+    sizes = [s for _, s in shapes]
+    assert min(sizes) <= 40 and max(sizes) >= 384 and any(s % 2 for s in sizes)
+    assert any(all(s % q for q in range(2, int(s ** 0.5) + 1)) for s in sizes)    # a prime
+    assert all(1 <= b <= 8 and 16 <= s <= 512 for b, s in shapes)
+    assert all(b * s <= 1024 for b, s in draw_shapes(4, 0, 1024))
 
 
 def test_bench_verdict_and_busy_warning():

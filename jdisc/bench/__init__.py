@@ -1,12 +1,14 @@
 """Dynamic-shape stream benchmark: jdisc (one compile for all shapes) against jax.jit (XLA,
 one compile per shape) on the built-in workloads W1..W4.
 
-    jdisc bench [--workloads W1,W2,W3,W4] [--shapes 10] [--repeats 7] [--quick]
-                [--json OUT.json] [--plot OUT.png] [--seed 0]
+    jdisc bench [--workloads W1,W2,W3,W4] [--shapes 30] [--repeats 7] [--quick]
+                [--json OUT.json] [--plot OUT.png] [--seed N]
     (or python benchmarks/stream.py with the same options)
 
 For each workload and each of `--shapes` distinct (B, S) shapes (B in 1..8, S in 16..512, drawn
-from a fixed seed; W3 uses N = B*S) it measures XLA's compile time (`lower().compile()`), and the
+by a seeded generator in turn from four classes: small, odd, prime and large sizes; the default
+seed comes from jdisc's version, so every release measures shapes nobody tuned for; W3 uses
+N = B*S) it measures XLA's compile time (`lower().compile()`), and the
 steady-state time of jdisc and of XLA's executable, interleaved call by call in this process
 (medians of `--repeats`). Interleaved with those calls it times a baseline: for W2 (memory-bound)
 a `np.copyto` between two preallocated float32 buffers of (input + output bytes) / 2 each, so
@@ -71,16 +73,42 @@ def fresh_cache_dir(tag: str) -> str:
     return path
 
 
+_PRIMES = [p for p in range(17, 513) if all(p % q for q in range(2, int(p ** 0.5) + 1))]
+
+
+def _draw_shape(rng: np.random.Generator, kind: int) -> tuple[int, int]:
+    """One (B, S) of a class: 0 small, 1 odd, 2 prime, 3 large."""
+    if kind == 0:
+        return int(rng.integers(1, 4)), int(rng.integers(16, 41))
+    if kind == 1:
+        return int(rng.integers(1, 9)), int(rng.integers(8, 256)) * 2 + 1
+    if kind == 2:
+        return int(rng.integers(1, 9)), int(rng.choice(_PRIMES))
+    return int(rng.integers(5, 9)), int(rng.integers(384, 513))
+
+
 def draw_shapes(n: int, seed: int, max_tokens: int | None) -> list[tuple[int, int]]:
-    """`n` distinct (B, S) pairs, B in 1..8 and S in 16..512, optionally with B*S <= max_tokens;
+    """`n` distinct (B, S) pairs, B in 1..8 and S in 16..512, drawn in turn from the small, odd,
+    prime and large classes (the large ones where `max_tokens`, a bound on B*S, admits them);
     sorted by B*S so the table reads from small to large."""
     rng = np.random.default_rng(seed)
     shapes: list[tuple[int, int]] = []
+    tries = 0
     while len(shapes) < n:
-        b, s = int(rng.integers(1, 9)), int(rng.integers(16, 513))
+        kind = tries % 4
+        tries += 1
+        b, s = _draw_shape(rng, kind)
         if (b, s) not in shapes and (max_tokens is None or b * s <= max_tokens):
             shapes.append((b, s))
+        elif tries > 1000 * n:
+            raise BenchError(f"cannot draw {n} distinct shapes with B*S <= {max_tokens}")
     return sorted(shapes, key=lambda bs: (bs[0] * bs[1], bs))
+
+
+def release_seed() -> int:
+    """The default shape seed: a function of jdisc's version, new in every release."""
+    import hashlib
+    return int(hashlib.sha256(jdisc.__version__.encode()).hexdigest()[:8], 16) % 100000
 
 
 def machine_info() -> dict:
@@ -355,6 +383,9 @@ def print_table(name: str, res: dict) -> None:
     kinds = ", ".join(f"{n} {k}" for k, n in res["kernel_kinds"].items())
     print(f"  jdisc kernels: {res['kernels']} ({kinds})")
     base = "sgemm" if gemm else "memcpy" if mem else None
+    worst = max(res["rows"], key=lambda r: r["ratio"])
+    print(f"  worst shape (steady state): {shape_label(name, worst['B'], worst['S'])} "
+          f"ratio {worst['ratio']:.2f}")
     print(f"  geomean time ratio (steady state): jdisc/xla {res['geomean_ratio']:.2f}" + "".join(
         f"   {w}/{base} {geomean(r[f'{w}_over_{base}'] for r in res['rows']):.2f}"
         for w in ("jdisc", "xla") if base))
@@ -369,7 +400,8 @@ def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str) -> No
     p.add_argument("--repeats", type=int, help="timed calls per measurement (default 7; quick 3)")
     p.add_argument("--quick", action="store_true", help=quick)
     p.add_argument("--json", metavar="OUT.json", help="write every number here")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="the shapes' seed (default: from jdisc's version, new each release)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -404,7 +436,9 @@ def busy_neighbours(n: int):
 
 def run(opts: argparse.Namespace) -> None:
     """The benchmark for parsed options; BenchError on bad ones (before anything runs)."""
-    n_shapes = opts.shapes if opts.shapes is not None else QUICK["shapes"] if opts.quick else 10
+    n_shapes = opts.shapes if opts.shapes is not None else QUICK["shapes"] if opts.quick else 30
+    if opts.seed is None:
+        opts.seed = release_seed()
     repeats = opts.repeats if opts.repeats is not None else QUICK["repeats"] if opts.quick else 7
     if n_shapes < 1 or repeats < 1:
         raise BenchError(f"--shapes and --repeats must be at least 1 (got {n_shapes}, {repeats})")
