@@ -1,6 +1,7 @@
 """Where a cold compile's time goes: jdisc's stages against XLA's single-shape compile.
 
     python benchmarks/compile_time.py [--workloads W1,W2,W3,W4] [--repeats 2] [--json OUT.json]
+    python benchmarks/compile_time.py --table A.json [B.json ...]   # the README's table
 
 Per workload and repeat, a fresh process, with an empty jdisc cache ("cold") and with a cache
 directory where another program was compiled before ("new program": the runtime unit and the
@@ -69,7 +70,12 @@ def main() -> None:
     ap.add_argument("--workloads", default="W1,W2,W3,W4")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--table", nargs="+", metavar="RESULT.json",
+                    help="print the first call per workload from result files (a / b / ...)")
     a = ap.parse_args()
+    if a.table:
+        print_table(a.table)
+        return
     print("load average before:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     rows = []
     for name in a.workloads.split(","):
@@ -100,6 +106,25 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "repeats": a.repeats, "cpus": os.cpu_count()}, f, indent=1)
+
+
+def print_table(paths: list[str]) -> None:
+    """XLA's lower + compile, jdisc's cold and new-program first calls and their ratios, one
+    column per result file's value (`a / b`)."""
+    runs = [{r["workload"]: r for r in json.load(open(p))["rows"]} for p in paths]
+
+    def cells(w, get, fmt):
+        return " / ".join(fmt.format(get(run[w])) for run in runs if w in run)
+    print("| W | XLA lower + compile s | jdisc cold s | cold / XLA | C compiler s (cold) | "
+          "jdisc new program s | new / XLA |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for w in runs[0]:
+        print(f"| {w} | {cells(w, lambda r: r['xla_lower'] + r['xla_compile'], '{:.3f}')} | "
+              f"{cells(w, lambda r: r['jdisc_first'], '{:.3f}')} | "
+              f"{cells(w, lambda r: r['ratio'], '{:.2f}')} | "
+              f"{cells(w, lambda r: r['cc'], '{:.3f}')} | "
+              f"{cells(w, lambda r: r['new_program'], '{:.3f}')} | "
+              f"{cells(w, lambda r: r['new_ratio'], '{:.2f}')} |")
 
 
 if __name__ == "__main__":
