@@ -112,6 +112,10 @@ def print_table(paths: list[str]) -> None:
     """XLA's lower + compile, jdisc's cold and new-program first calls and their ratios, one
     column per result file's value (`a / b`)."""
     runs = [{r["workload"]: r for r in json.load(open(p))["rows"]} for p in paths]
+    for run in runs:        # (a version without stage_seconds recorded zeros: n/a)
+        for r in run.values():
+            if r["export"]:
+                r["cc"] = f"{r['cc']:.3f}"
 
     def cells(w, get, fmt):
         return " / ".join(fmt.format(get(run[w])) for run in runs if w in run)
@@ -122,7 +126,7 @@ def print_table(paths: list[str]) -> None:
         print(f"| {w} | {cells(w, lambda r: r['xla_lower'] + r['xla_compile'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['jdisc_first'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['ratio'], '{:.2f}')} | "
-              f"{cells(w, lambda r: r['cc'], '{:.3f}')} | "
+              f"{cells(w, lambda r: r['cc'] if r['export'] else 'n/a', '{}')} | "
               f"{cells(w, lambda r: r['new_program'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['new_ratio'], '{:.2f}')} |")
 
