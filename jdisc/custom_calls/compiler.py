@@ -340,7 +340,10 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
     held = []
     try:
         with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
-            futures = [pool.submit(_unit_object, root, compiler, *j) for j in jobs]
+            # the longest units first: the compile ends when its slowest worker does
+            by_size = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
+            started = {i: pool.submit(_unit_object, root, compiler, *jobs[i]) for i in by_size}
+            futures = [started[i] for i in range(len(jobs))]
             for f in futures:       # every future is waited for, and every lock it took kept
                 try:
                     held.append(f.result())
