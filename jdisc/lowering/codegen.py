@@ -295,7 +295,8 @@ class _KernelUnits:
         def dim(d) -> str:
             return to_c(d, local.__getitem__)
         w = CWriter()
-        names = _emit_kernel_function(w, k, dim, [f"const int64_t {local[v]}" for v in dims])
+        names, params = _emit_kernel_function(w, k, dim,
+                                              [f"const int64_t {local[v]}" for v in dims])
         text = re.sub(rf"\b{re.escape(k.name)}", units_c.SELF, w.text())
         extra = (rng.C_HELPERS if k.kind == "rng" else "") + \
             (c_runtime.source("jd_fft.h") if k.kind == "fft" else "")
@@ -304,7 +305,6 @@ class _KernelUnits:
         if symbol not in self._seen:
             self._seen.add(symbol)
             self.texts.append(unit)
-        params = _kernel_params(k, dim, [f"const int64_t {local[v]}" for v in dims])[0]
         self._declared.append((k, symbol, [n.replace(k.name, symbol, 1) for n in names],
                                params))
 
@@ -325,9 +325,10 @@ class _KernelUnits:
         w()
 
 
-def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]) -> list[str]:
+def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
+                          ) -> tuple[list[str], list[str]]:
     """The kernel's C function(s), one per speculative version, named after `k.name`;
-    returns their names."""
+    returns their names and their parameters."""
     guards = speculation_guards(k) if k.kind in ("loop", "stitch", "reduce", "concat") else []
     # a sort's comparator reads the kernel's inputs by position
     k.versions = ([f"{k.name}_v0 if {' and '.join(f'{a} == {b}' for a, b in guards)}",
@@ -358,7 +359,7 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]) -> 
         w.lines.extend(kw.lines)
         w("}")
         w()
-    return [fname for fname, _ in variants]
+    return [fname for fname, _ in variants], params
 
 
 def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],

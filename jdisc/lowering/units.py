@@ -12,6 +12,7 @@ one, is the same unit and compiles once. The runtime unit is the same for every 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -63,6 +64,7 @@ def kernel_unit(text: str, *, lapack: bool = False, extra: str = "") -> tuple[st
     return symbol, marker(symbol, KERNEL_OPT) + unit.replace(SELF, symbol)
 
 
+@functools.cache
 def runtime_unit() -> str:
     """The pool and the GEMMs on it: the same text in every program."""
     body = "\n".join(c_runtime.source(h) for h in ("jd_pool.h", "jd_gemm.h"))
