@@ -2,6 +2,7 @@
 
     python benchmarks/spectral_linalg.py [--repeats 15] [--rounds 3] [--json OUT.json]
                                          [--only SUBSTR]
+    python benchmarks/spectral_linalg.py --table A.json [B.json ...]    # the docs' table
 
 Each case is compiled once by jdisc (a dynamic batch) and once per shape by jax.jit (warmed up
 before timing); the calls of the two are interleaved, and each row reports the median over
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import time
 
@@ -65,7 +67,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default=None)
     p.add_argument("--only", default="", help="run the cases whose name contains this")
+    p.add_argument("--table", nargs="+", metavar="RESULT.json",
+                   help="print the ratios per case from result files, a column each")
     opts = p.parse_args()
+    if opts.table:
+        print_table(opts.table)
+        return
+    started, load_before = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0]
     rng = np.random.default_rng(0)
     print(f"machine: {os.cpu_count()} CPUs, load before {os.getloadavg()[0]:.2f}")
     rows = []
@@ -87,10 +95,33 @@ def main() -> None:
             print(f"{name:22s} {str(shape):16s} jdisc {1e3 * tj:9.3f} ms   "
                   f"xla {1e3 * tx:9.3f} ms   ratio {tj / tx:5.2f}")
         assert jf.stats()["compiles"] == 1
-    print(f"load after {os.getloadavg()[0]:.2f}")
+    load_after = os.getloadavg()[0]
+    print(f"load after {load_after:.2f}")
     if opts.json:
+        meta = {"started": started, "load_before": load_before, "load_after": load_after,
+                "cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
+                "jax": jax.__version__, "jdisc": jdisc.__version__,
+                "command": "python benchmarks/spectral_linalg.py --repeats "
+                           f"{opts.repeats} --rounds {opts.rounds}"}
         with open(opts.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+def print_table(paths: list[str]) -> None:
+    """One row per case and shape, one ratio column per result file, then each file's time
+    and load."""
+    runs = [json.load(open(p)) for p in paths]
+    print("| case | shape | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
+    print("|---|---|" + "---|" * len(runs))
+    keyed = [{(r["case"], tuple(r["shape"])): r["ratio"] for r in run["rows"]} for run in runs]
+    for (case, shape) in keyed[0]:
+        cells = [f"{k[(case, shape)]:.2f}" if (case, shape) in k else "n/a" for k in keyed]
+        print(f"| {case} | {shape} | " + " | ".join(cells) + " |")
+    for i, run in enumerate(runs):
+        m = run["meta"]
+        print(f"\nrun {i + 1}: {m['started']}, load {m['load_before']:.2f} before / "
+              f"{m['load_after']:.2f} after, {m['cpus']} CPUs, jax {m['jax']}, "
+              f"`{m['command']}`")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def test_sanitizer_catches_an_out_of_bounds_write(tmp_path):
 # the FFTs.
 # Left out for time (about 4 minutes of 2-core CI): the larger models, which combine the same
 # kernels; the RNG bit-exactness tests; the decode loops, which repeat the control-flow tests
-# at a larger scale; the real-valued LAPACK tests; the f64 FFTs (the same kernels as f32's).
+# at a larger scale; the real-valued LAPACK tests; the f64 FFTs (the C text of the f32 ones in
+# double).
 SANITIZED = [
     "test_bad_input.py", "test_fusion.py", "test_ops.py", "test_dtypes.py",
     "test_bitcast.py", "test_cnn_kernels.py", "test_gemm_pool.py",

@@ -299,7 +299,7 @@ class _KernelUnits:
                                               [f"const int64_t {local[v]}" for v in dims])
         text = re.sub(rf"\b{re.escape(k.name)}", units_c.SELF, w.text())
         extra = (rng.C_HELPERS if k.kind == "rng" else "") + \
-            (c_runtime.source("jd_fft.h") if k.kind == "fft" else "")
+            (fft.runtime_source([fft.precision(k.root)]) if k.kind == "fft" else "")
         symbol, unit = units_c.kernel_unit(text, lapack=k.kind == "lapack", extra=extra)
         self.symbols[k.name] = symbol
         if symbol not in self._seen:

@@ -1,6 +1,9 @@
 """stablehlo.fft (FFT, IFFT, RFFT, IRFFT over 1 to 3 trailing axes) as a kernel that runs the
-transforms of c_runtime/jd_fft.h: per batch element, the block of the transformed axes is
-loaded as complex doubles, transformed along each axis, and stored in the result's type.
+transforms of c_runtime/jd_fft.h: batch elements are taken VECTOR at a time, their blocks of
+the transformed axes loaded side by side (entry k of element e at block[k * v + e], so every
+pass's inner loop runs across the batch, contiguous), transformed along each axis, and stored
+in the result's type. complex64 / float32 transforms compute in single precision and
+complex128 / float64 in double, as XLA:CPU's do.
 
 RFFT runs a real transform along each row of the last axis (jd_rfft_forward: two real
 values packed into one complex one, so half the work) and then complex transforms along the
@@ -23,11 +26,36 @@ import re
 from jdisc.dynamic_passes.ir import Op
 from jdisc.dynamic_passes.symbolic import prod
 from jdisc.errors import UnsupportedOpError
+from jdisc.lowering import c_runtime
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.loops import KernelContext
 
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
 PARALLEL_MIN_VALUES = 4096   # complex values per call below which the pool is not worth waking
+VECTOR = 8                  # batch elements transformed side by side, at most ...
+VECTOR_VALUES = 65536      # ... and at most this many complex values between them
+
+
+def single(dt: str) -> bool:
+    """Whether a transform of this input type computes in single precision."""
+    return dt in ("c64", "f32")
+
+
+def precision(op: Op) -> str:
+    """The C type a stablehlo.fft computes in."""
+    return "float" if single(op.operands[0].dtype) else "double"
+
+
+def runtime_source(precisions) -> str:
+    """jd_fft.h, then jd_fft_real.h once per precision ("double", "float") a kernel uses."""
+    body = c_runtime.source("jd_fft_real.h")
+    parts = [c_runtime.source("jd_fft.h")]
+    for real in sorted(set(precisions)):
+        text = body.replace("jd_real", real)
+        if real == "float":
+            text = re.sub(r"\bjd_(r?)fft_", r"jd_\1fftf_", text)
+        parts.append(f"/* jd_fft_real.h in {real} */\n{text}")
+    return "\n".join(parts)
 
 
 def fft_type(op: Op) -> str:
@@ -53,6 +81,11 @@ def _parts(dt: str) -> tuple[str, str]:
     return f"creal{s}", f"cimag{s}"
 
 
+def _vector(total: int) -> int:
+    """Batch elements per chunk: as many as fit VECTOR_VALUES, at most VECTOR."""
+    return max(1, min(VECTOR, VECTOR_VALUES // max(total, 1)))
+
+
 def _sizes(kind: str, lengths) -> tuple[int, ...]:
     """rank, total (values per block), last (the last axis's length), half (its stored half),
     lead (entries of the leading axes), block (complex values a block holds: the half block of
@@ -72,6 +105,8 @@ def emit_fft(ctx: KernelContext) -> None:
     (src,), dst = ctx.operands, ctx.outputs[0]
     rank, total, last, half, lead, block, n_complex = _sizes(kind, lengths)
     real = kind in ("RFFT", "IRFFT")
+    f = "f" if precision(op) == "float" else ""
+    vec = _vector(total)
     w(f"const int64_t nb = {dim(prod(x.shape[:-rank]))};")
     w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
     if total == 0:
@@ -81,66 +116,82 @@ def emit_fft(ctx: KernelContext) -> None:
     w("if (nb == 0) return 0;")
     # complex plans for the axes transformed as complex values (built on the first call)
     w(f"static void *slots[{rank}];")
-    w(f"const jd_fft_plan *plans[{rank}];")
-    w("const jd_fft_plan *const *pl = plans;")
+    w(f"const jd_fft{f}_plan *plans[{rank}];")
+    w(f"const jd_fft{f}_plan *const *pl = plans;")
     w("int failed = 0;")
     with w.block(f"for (int a = 0; a < {n_complex}; a++)"):
-        w("plans[a] = (const jd_fft_plan *)jd_fft_cached(&slots[a], len[a], jd_fft_build, "
-          "jd_fft_drop);")
+        w(f"plans[a] = (const jd_fft{f}_plan *)jd_dft_cached(&slots[a], len[a], "
+          f"jd_fft{f}_build, jd_fft{f}_drop);")
         w("failed |= !plans[a];")
-    shares = [("const jd_fft_plan *const *", "pl"), ("int64_t", "need")]
+    shares = [(f"const jd_fft{f}_plan *const *", "pl"), ("int64_t", "need")]
+    # complex scratch values per batch element of a chunk
     if real:
         w("static void *rslot;")
-        w(f"const jd_rfft_plan *rplan = (const jd_rfft_plan *)jd_fft_cached(&rslot, {last}, "
-          "jd_rfft_build, jd_rfft_drop);")
+        w(f"const jd_rfft{f}_plan *rplan = (const jd_rfft{f}_plan *)jd_dft_cached(&rslot, "
+          f"{last}, jd_rfft{f}_build, jd_rfft{f}_drop);")
         w("if (failed || !rplan) return 1;   /* the launcher reports it as out of memory */")
-        w(f"int64_t need = jd_fft_axes_work(plans, len, {n_complex}, {half});")
-        w("if (need < jd_rfft_work(rplan)) need = jd_rfft_work(rplan);")
-        shares.append(("const jd_rfft_plan *", "rplan"))
+        w(f"int64_t need = jd_fft{f}_axes_work(plans, len, {n_complex}, {half});")
+        w(f"if (need < jd_rfft{f}_work(rplan)) need = jd_rfft{f}_work(rplan);")
+        shares.append((f"const jd_rfft{f}_plan *", "rplan"))
     else:
         w("if (failed) return 1;   /* the launcher reports it as out of memory */")
-        w(f"const int64_t need = jd_fft_axes_work(plans, len, {rank}, 1);")
-    # batch elements in pieces on the pool, each piece with its own block and scratch
+        w(f"const int64_t need = jd_fft{f}_axes_work(plans, len, {rank}, 1);")
+    # batch elements in pieces on the pool, each piece with its own block and scratch, in
+    # chunks of up to VEC elements side by side
+    real_t = precision(op)
     w.parallel("nb", f"nb > 1 && nb * {total} >= {PARALLEL_MIN_VALUES}", shares, failed="failed")
     with w.block(""):
+        w(f"enum {{ VEC = {vec} }};   /* batch elements transformed side by side */")
         w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
-        w(f"double *row = {f'(double *)malloc(sizeof(double) * {last})' if real else 'NULL'};")
-        w(f"double *block = (double *)malloc(sizeof(double) * {2 * block});")
-        w("double *work = (double *)malloc(sizeof(double) * (size_t)(2 * need + 2));")
+        w(f"{real_t} *row = " + (f"({real_t} *)malloc(sizeof({real_t}) * {last} * VEC)"
+                                 if real else "NULL") + ";")
+        w(f"{real_t} *block = ({real_t} *)malloc(sizeof({real_t}) * {2 * block} * VEC);")
+        w(f"{real_t} *work = ({real_t} *)malloc(sizeof({real_t}) * (size_t)(2 * need + 2) * "
+          "VEC);")
         w(f"if (!block || !work{' || !row' if real else ''}) failed = 1;")
-        _emit_batch_loop(w, kind, lengths, src, dst, x.dtype, out.dtype)
+        _emit_batch_loop(w, kind, lengths, src, dst, x.dtype, out.dtype, f, real_t)
         w("free(block); free(work); free(row);")
     w("return failed;   /* the launcher reports it as out of memory */")
 
 
-def _emit_batch_loop(w, kind: str, lengths, src: str, dst: str, in_dt: str, out_dt: str):
-    """The transforms of batch elements jd_lo .. jd_hi (none when a buffer is missing)."""
+def _emit_batch_loop(w, kind: str, lengths, src: str, dst: str, in_dt: str, out_dt: str,
+                     f: str, real_t: str):
+    """The transforms of batch elements jd_lo .. jd_hi, VEC at a time (none when a buffer is
+    missing): element b0 + e of a chunk of v is column e of the block and the rows."""
     rank, total, last, half, lead, block, n_complex = _sizes(kind, lengths)
     real = kind in ("RFFT", "IRFFT")
     inverse = int(kind in ("IFFT", "IRFFT"))
-    scale = "1.0" if not inverse else f"(1.0 / {total}.0)"
+    scale = f"({real_t})1" if not inverse else f"({real_t})(1.0 / {total}.0)"
     mk = f"JD_{out_dt.upper()}" if out_dt in ("c64", "c128") else None
     re_, im_ = _parts(in_dt) if in_dt in ("c64", "c128") else ("", "")
-    with w.block("for (int64_t b = jd_lo; b < (failed ? jd_lo : jd_hi); b++)"):
+    with w.block("for (int64_t b0 = jd_lo; b0 < (failed ? jd_lo : jd_hi); b0 += VEC)"):
+        w("const int64_t v = jd_hi - b0 < VEC ? jd_hi - b0 : VEC;")
+        w(f"const {real_t} scale = {scale}; (void)scale;")
         if kind == "RFFT":               # real rows, then the leading axes of the half block
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
-                with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
-                    w(f"row[k] = (double){src}[b * {total} + q * {last} + k];")
-                w(f"jd_rfft_forward(rplan, row, block + 2 * q * {half}, work);")
-            w(f"jd_fft_axes(pl, len, {rank - 1}, {half}, block, 0, work);")
+                with w.block("for (int64_t e = 0; e < v; e++)"):
+                    with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
+                        w(f"row[k * v + e] = ({real_t}){src}[(b0 + e) * {total} + q * {last} "
+                          "+ k];")
+                w(f"jd_rfft{f}_forward(rplan, row, block + 2 * q * {half} * v, v, work);")
+            w(f"jd_fft{f}_axes(pl, len, {rank - 1}, {half} * v, block, 0, work);")
         else:
-            with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
-                w(f"block[2 * i] = {re_}({src}[b * {block} + i]); "
-                  f"block[2 * i + 1] = {im_}({src}[b * {block} + i]);")
-            w(f"jd_fft_axes(pl, len, {n_complex}, {half if real else 1}, block, {inverse}, "
-              "work);")
+            with w.block("for (int64_t e = 0; e < v; e++)"):
+                with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
+                    w(f"block[2 * (i * v + e)] = ({real_t}){re_}({src}[(b0 + e) * {block} + i]); "
+                      f"block[2 * (i * v + e) + 1] = ({real_t}){im_}({src}[(b0 + e) * {block} "
+                      "+ i]);")
+            w(f"jd_fft{f}_axes(pl, len, {n_complex}, {half if real else 1} * v, block, "
+              f"{inverse}, work);")
         if kind == "IRFFT":              # the leading axes done: complex-to-real rows
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):
-                w(f"jd_rfft_inverse(rplan, block + 2 * q * {half}, row, work);")
-                with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
-                    w(f"{dst}[b * {total} + q * {last} + k] = "
-                      f"({ctype(out_dt)})(row[k] * {scale});")
+                w(f"jd_rfft{f}_inverse(rplan, block + 2 * q * {half} * v, row, v, work);")
+                with w.block("for (int64_t e = 0; e < v; e++)"):
+                    with w.block(f"for (int64_t k = 0; k < {last}; k++)"):
+                        w(f"{dst}[(b0 + e) * {total} + q * {last} + k] = "
+                          f"({ctype(out_dt)})(row[k * v + e] * scale);")
         else:
-            with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
-                w(f"{dst}[b * {block} + i] = {mk}(block[2 * i] * {scale}, "
-                  f"block[2 * i + 1] * {scale});")
+            with w.block("for (int64_t e = 0; e < v; e++)"):
+                with w.block(f"for (int64_t i = 0; i < {block}; i++)"):
+                    w(f"{dst}[(b0 + e) * {block} + i] = {mk}(block[2 * (i * v + e)] * scale, "
+                      "block[2 * (i * v + e) + 1] * scale);")

@@ -9,7 +9,8 @@
     jd_half.h           f16 / bf16 conversions
     jd_math.h           vectorisable f32 exp, expm1, log, tanh, logistic
     jd_rng.h            Philox and ThreeFry counter-based random bits
-    jd_fft.h            discrete Fourier transforms of any length (mixed radix, Bluestein)
+    jd_fft.h            discrete Fourier transforms of any length (mixed radix, Rader, Bluestein)
+    jd_fft_real.h       ... their passes and plans, over a working precision (lowering/fft.py)
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
@@ -30,4 +31,5 @@ def source(name: str) -> str:
 
 
 HEADERS = ("jd_dims.h", "jd_errors.h", "jd_shared.h", "jd_pool.h", "jd_gemm.h", "jd_arena.h",
-           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_keep_branches.h")
+           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h",
+           "jd_keep_branches.h")
