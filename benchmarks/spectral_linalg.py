@@ -101,6 +101,7 @@ def main() -> None:
         meta = {"started": started, "load_before": load_before, "load_after": load_after,
                 "cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
                 "jax": jax.__version__, "jdisc": jdisc.__version__,
+                "env": {k: v for k, v in os.environ.items() if k.startswith("JDISC_")},
                 "command": "python benchmarks/spectral_linalg.py --repeats "
                            f"{opts.repeats} --rounds {opts.rounds}"}
         with open(opts.json, "w") as f:
@@ -117,11 +118,19 @@ def print_table(paths: list[str]) -> None:
     for (case, shape) in keyed[0]:
         cells = [f"{k[(case, shape)]:.2f}" if (case, shape) in k else "n/a" for k in keyed]
         print(f"| {case} | {shape} | " + " | ".join(cells) + " |")
+    for label, pick in (("FFTs", lambda c: "fft" in c), ("LAPACK", lambda c: "fft" not in c)):
+        cells = []
+        for k in keyed:
+            got = [r for (c, _), r in k.items() if pick(c)]
+            cells.append(f"{statistics.geometric_mean(got):.2f}" if got else "n/a")
+        if any(c != "n/a" for c in cells):
+            print(f"| geomean, {label} | | " + " | ".join(cells) + " |")
     for i, run in enumerate(runs):
         m = run["meta"]
         print(f"\nrun {i + 1}: {m['started']}, load {m['load_before']:.2f} before / "
               f"{m['load_after']:.2f} after, {m['cpus']} CPUs, jax {m['jax']}, "
-              f"`{m['command']}`")
+              f"`{' '.join(f'{k}={v}' for k, v in m.get('env', {}).items())}"
+              f"{' ' if m.get('env') else ''}{m['command']}`")
 
 
 if __name__ == "__main__":
