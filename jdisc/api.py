@@ -82,6 +82,27 @@ def lower_to_ir(fun: Callable, *args, dynamic_axes: Any = None, constraints: Seq
 _CANONICAL: dict = {}
 
 
+try:
+    from jax._src.array import ArrayImpl as _ArrayImpl   # jax is pinned to a version range
+    from jax._src.config import enable_x64 as _X64
+except ImportError:     # pragma: no cover - then every call takes _entry's path
+    _ArrayImpl = _X64 = None
+
+
+def _array_key(args: tuple) -> tuple | None:
+    """The key of _by_arrays for arguments that are all jax.Arrays (None otherwise): jax.Array
+    dtypes are canonical already, so dtype and rank select the program as _leaf_signature
+    does (under the x64 mode of the call)."""
+    if _X64 is None:
+        return None
+    key = [_X64.value]
+    for x in args:
+        if type(x) is not _ArrayImpl:
+            return None
+        key += (x.dtype, x.ndim)
+    return tuple(key)
+
+
 def _leaf_signature(x: Any) -> tuple:
     """What selects a program for one argument leaf: its (canonical) dtype and rank; a Python
     scalar by its type (it is weakly typed)."""
@@ -140,6 +161,9 @@ class JdiscFunction:
         self.donate_argnums = tuple(donate_argnums)
         self.donate_argnames = tuple(donate_argnames)
         self._compiled: dict[Any, Compiled] = {}
+        # (x64, dtype and rank of each argument) -> its program, for calls whose arguments are
+        # all jax.Arrays (leaves of their own, never traced): the same program _entry finds
+        self._by_arrays: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         self._name_cache: dict[int, list[str]] = {}
         self._stats = {"compiles": 0, "cache_hits": 0, "calls": 0, "compile_seconds": 0.0}
@@ -351,6 +375,11 @@ class JdiscFunction:
         return self._entry(args, kwargs)[0]
 
     def __call__(self, *args, **kwargs):
+        if not kwargs:      # jax.Arrays only, a program compiled for their dtypes and ranks
+            entry = self._by_arrays.get(_array_key(args))
+            if entry is not None:
+                self._stats["calls"] += 1
+                return entry.unflatten(entry.call_flat(args))
         entry, dynamic, flat, treedef = self._entry(args, kwargs, wait=False)
         if isinstance(entry, (_XlaFallback, _Bridge)):
             self._stats["calls"] += 1
@@ -370,8 +399,11 @@ class JdiscFunction:
             outs = interop.traced_call(self, entry, flat)
         else:
             outs = entry.call_flat(flat)
+            key = _array_key(args) if not kwargs else None
+            if key is not None:         # the next such call skips the lookup above
+                self._by_arrays[key] = entry
         self._stats["calls"] += 1
-        return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
+        return entry.unflatten(outs)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """AOT staging, as `jax.jit(f).lower`: args are arrays or jax.ShapeDtypeStructs (dims

@@ -39,6 +39,13 @@ class Compiled:
         self.partitioned: Callable | None = None  # the FFI call as a custom_partitioning op
         self.eager_sharded: Callable | None = None   # jax.jit of it, for eager sharded calls
 
+    def unflatten(self, outs: list) -> Any:
+        """The flat results in the function's output structure."""
+        tree = self.exported.out_tree
+        if tree.num_nodes == 1 and tree.num_leaves == 1:     # one array, not in a container
+            return outs[0]
+        return jax.tree_util.tree_unflatten(tree, outs)
+
     @property
     def c_source(self) -> str:
         return self.executable.cprog.source
@@ -54,6 +61,14 @@ class Compiled:
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
         fast = self.executable.fast_call
         donation = self.executable.cprog.donation
+        if fast is not None and self._all_kept and not donation:     # the common eager call
+            device = _committed_device(flat_args, self.leaves)
+            try:
+                outs = fast(flat_args if type(flat_args) is list else list(flat_args), None)
+            except ShapeError as err:
+                raise self._name_constraint_axes(err, flat_args) from None
+            if outs is not None:
+                return [runtime.to_jax(o, device) for o in outs]
         if fast is not None and not self._dropped_named:
             device = _committed_device(flat_args, self.leaves)
             kept = list(flat_args) if self._all_kept else [flat_args[i] for i in self.kept]

@@ -110,3 +110,36 @@ def test_threads_share_one_program():
     for t in threads:
         t.join()
     assert not errors and jf.stats()["compiles"] == 1
+
+
+def test_calls_of_jax_arrays_skip_the_lookup_but_not_the_dtype():
+    # jdisc.jit remembers the program for (x64 mode, dtype and rank of each jax.Array
+    # argument): a new dtype, rank or x64 mode still selects (or compiles) its own program,
+    # other arguments (numpy, pytrees, keywords) take the general lookup, and every path
+    # gives jax.jit's answer
+    f = lambda x, y: (x * 2 + y, x.sum())
+    jf, xf = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"})), jax.jit(f)
+
+    def check(*args):
+        got, want = jf(*args), xf(*args)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, w in zip(got, want):
+            assert isinstance(g, jax.Array) and g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    a = jnp.arange(5, dtype=jnp.float32)
+    for n in (5, 0, 1, 7):
+        check(jnp.arange(n, dtype=jnp.float32), jnp.ones(n, jnp.float32))
+    assert jf.stats()["compiles"] == 1
+    check(jnp.arange(3, dtype=jnp.int32), jnp.ones(3, jnp.int32))      # a new dtype
+    check(a, jnp.ones(5, jnp.float32))                                   # the first again
+    check(np.arange(4, dtype=np.float32), jnp.ones(4, jnp.float32))     # numpy: the same one
+    assert jf.stats()["compiles"] == 2
+    with pytest.raises(ShapeError, match="axis 0"):
+        jf(a, jnp.ones(4, jnp.float32))          # the shared dim disagrees: checked in C
+    with jax.enable_x64(True):
+        check(jnp.arange(3, dtype=jnp.float64), jnp.ones(3, jnp.float64))
+        assert jf.stats()["compiles"] == 3
+    single = jdisc.jit(lambda x: x + 1, dynamic_axes=({0: "n"},))
+    out = single(a)
+    assert isinstance(out, jax.Array) and out.shape == (5,)
+    assert isinstance(jdisc.jit(lambda x: [x], dynamic_axes=({0: "n"},))(a), list)

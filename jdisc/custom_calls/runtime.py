@@ -185,6 +185,9 @@ def to_jax(arr: np.ndarray, device=None, owned: bool = True):
     ~30 us of a ~40 us eager call). The buffer is ours and fresh, so the array may alias it.
     `owned=False`: arr is a view of a donated buffer, handed over without a copy whatever
     its size."""
+    put = _DEVICE_PUT[0] if _DEVICE_PUT else _device_put()
+    if owned and put is not None and (device is not None or arr.nbytes < ZERO_COPY_MIN_BYTES):
+        return put(arr, device)         # the common small result: nothing else to decide
     import jax
     if not owned:
         try:
@@ -197,7 +200,6 @@ def to_jax(arr: np.ndarray, device=None, owned: bool = True):
             return jax.dlpack.from_dlpack(arr)
         except Exception:   # e.g. an alignment XLA does not accept: copy instead
             pass
-    put = _device_put()
     if put is not None:
         return put(arr, device)
     return jax.device_put(arr, device)   # (jnp.asarray would compile a conversion per shape)
