@@ -240,7 +240,8 @@ def print_loop(res: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     stream.add_run_arguments(p, "LSTM (T, B)", f"{QUICK['shapes']} shapes, {QUICK['repeats']} "
-                             f"repeats, T <= {QUICK['max_t']}, loop n <= {QUICK['max_n']}")
+                             f"repeats, T <= {QUICK['max_t']}, loop n <= {QUICK['max_n']}",
+                             default_shapes=10)
     p.add_argument("--skip-lstm", action="store_true")
     p.add_argument("--skip-loop", action="store_true")
     opts = p.parse_args(argv)

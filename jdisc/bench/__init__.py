@@ -394,9 +394,11 @@ def print_table(name: str, res: dict) -> None:
           f"   (jdisc compiles {st['jdisc_compiles']})")
 
 
-def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str) -> None:
+def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str,
+                      default_shapes: int = 30) -> None:
     """--shapes, --repeats, --quick, --json, --seed (benchmarks/control_flow.py has them too)."""
-    p.add_argument("--shapes", type=int, help=f"distinct {shapes} shapes (default 10; quick 4)")
+    p.add_argument("--shapes", type=int,
+                   help=f"distinct {shapes} shapes (default {default_shapes}; quick 4)")
     p.add_argument("--repeats", type=int, help="timed calls per measurement (default 7; quick 3)")
     p.add_argument("--quick", action="store_true", help=quick)
     p.add_argument("--json", metavar="OUT.json", help="write every number here")

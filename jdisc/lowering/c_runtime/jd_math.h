@@ -63,8 +63,10 @@ static inline float jd_expm1f(float x) {
 
 /* tanh(x) = sign(x) tanh(|x|). For |x| < atanh(1/2), |x| + |x|^3 P(x^2) with P a degree-4
  * minimax fit (relative error 2^-30; exactly x for tiny x, and tanh(-0) = -0); otherwise
- * 1 - 2 / (exp(2|x|) + 1), which cannot cancel badly there and saturates to 1 as exp -> +inf.
- * Max error 1 ulp. */
+ * 1 - 2 / (exp(2|x|) + 1), which cannot cancel badly there. tanh(|x|) rounds to 1 from
+ * 2|x| = 17.4 on, so exp's argument is clamped to [0, 20] (NaN passes): k <= 29, a single
+ * exact scaling by 2^k and nothing to flush, the same values as jd_expf's in a fifth fewer
+ * instructions. Max error 1 ulp. */
 static inline float jd_tanhf(float x) {
     float ax = fabsf(x);
     float x2 = x * x;
@@ -74,7 +76,10 @@ static inline float jd_tanhf(float x) {
     p = p * x2 + 0.13332593f;
     p = p * x2 - 0.33333316f;
     float small = ax + (ax * x2) * p;
-    float big = 1.0f - 2.0f / (jd_expf(ax + ax) + 1.0f);
+    float y = ax + ax > 20.0f ? 20.0f : ax + ax;
+    int32_t k;
+    float q = jd_exp_reduce(y, &k);
+    float big = 1.0f - 2.0f / ((1.0f + q) * jd_pow2f(k) + 1.0f);
     return copysignf(ax < 0.54930614f ? small : big, x);
 }
 
