@@ -32,7 +32,7 @@ def norm(h):
 
 
 def step(params, token, keys, values):
-    """token: int32[]; keys, values: f32[LAYERS, T, D] -> logits [VOCAB], caches [LAYERS, T+1, D]."""
+    """token: int32[]; keys, values: f32[LAYERS, T, D] -> logits, caches [LAYERS, T + 1, D]."""
     h = params["embed"][token][None, :]
     new_k, new_v = [], []
     for i, layer in enumerate(params["layers"]):
