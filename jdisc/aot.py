@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import jax
 
-from jdisc.dynamic_passes import cost
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.passes import cost
 
 
 class Explanation(str):
@@ -47,7 +47,7 @@ class Lowered:
 
     def as_text(self) -> str:
         """The StableHLO module (MLIR text) that jdisc compiles."""
-        from jdisc.dynamic_passes.mlir_import import make_context, parse_module
+        from jdisc.dynamic_passes.importer.mlir_import import make_context, parse_module
         ctx = make_context()
         return str(parse_module(self.exported.module, ctx))
 

@@ -19,8 +19,7 @@ import numpy as np
 from jdisc import driver, interop
 from jdisc.aot import Explanation, Lowered
 from jdisc.compiled import Compiled
-from jdisc.dynamic_passes.ir import dtype_name
-from jdisc.dynamic_passes.supported import dtype_problem
+from jdisc.dynamic_passes.ir.dtypes import dtype_name, dtype_problem
 from jdisc.errors import ArgumentError, CompileError, JdiscError, UnsupportedOpError
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import (check_shared_names, leaf_specs,
@@ -515,11 +514,13 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming
     the argument, and the function only ever has one program per static arguments.
     `donate_argnums` / `donate_argnames`: as with jax.jit, the caller gives the buffers of these
-    arguments away. When the memory plan proves it safe (a result of the same dtype and shape,
-    written element by element after the last read of that element of the input), the result
-    is written into the donated buffer and the donated jax.Array is deleted (using it raises
-    jax's "Array has been deleted"). A donation that cannot be used (no such result, a numpy
-    input, a call inside a jax trace) is left alone, without an error: that array stays valid.
+    arguments away, and a donated jax.Array is deleted when jax.jit would delete it (a result of
+    its size in bytes exists; using it then raises jax's "Array has been deleted"). When the
+    memory plan proves it safe (a result of the same dtype and shape, written element by
+    element after the last read of that element of the input) and the array is 1 MiB or more,
+    the result is written into the donated buffer; otherwise the result is fresh. A donation
+    with no result of its size, a numpy input, an array passed twice or with a numpy view of
+    it, or a call inside a jax trace is left alone, without an error: that array stays valid.
     `jdisc.jit(f).explain(...)` lists the donations the plan uses.
     """
     donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else \

@@ -90,7 +90,7 @@ def _warn_casts(pkg, inputs: dict) -> None:
     """A warning (stderr) for each input whose .npy dtype is not the package's: it is cast, as
     jax would cast it, and the user should know before reading the outputs."""
     import numpy as np
-    from jdisc.dynamic_passes.ir import numpy_dtype
+    from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
     wanted = {i["name"]: i["dtype"] for i in pkg.manifest["inputs"] if not i["baked"]}
     for key, arr in inputs.items():
         name = pkg.input_names[key] if isinstance(key, int) and \
@@ -167,7 +167,7 @@ def read_module(path: str) -> str | bytes:
             module = data.decode("utf-8")
         except UnicodeDecodeError:
             raise CommandError(f"{path} is neither StableHLO text nor MLIR bytecode") from None
-    from jdisc.dynamic_passes import mlir_import
+    from jdisc.dynamic_passes.importer import mlir_import
     try:
         mlir_import.parse_module(module, mlir_import.make_context())
     except Exception as err:    # jaxlib's MLIRError and friends: the message says where

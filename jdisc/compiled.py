@@ -32,6 +32,7 @@ class Compiled:
         self._dropped_named = [i for i in range(len(self.leaves))
                                if i not in set(self.kept) and self.leaves[i].axes]
         self._all_kept = list(self.kept) == list(range(len(self.leaves)))
+        self._donated = [i for i, leaf in enumerate(self.leaves) if leaf.donated]
         # made by interop.py when the program meets a JAX transformation, then kept
         self.traceable: Callable | None = None   # the flat call as JAX primitives
         self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
@@ -61,7 +62,7 @@ class Compiled:
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
         fast = self.executable.fast_call
         donation = self.executable.cprog.donation
-        if fast is not None and self._all_kept and not donation:     # the common eager call
+        if fast is not None and self._all_kept and not self._donated:   # the common eager call
             device = _committed_device(flat_args, self.leaves)
             try:
                 outs = fast(flat_args if type(flat_args) is list else list(flat_args), None)
@@ -80,7 +81,7 @@ class Compiled:
             except ShapeError as err:
                 raise self._name_constraint_axes(err, flat_args) from None
             if outs is not None:
-                return self._wrap(outs, device, given)
+                return self._wrap(outs, device, given, flat_args)
         if self._dropped_named:
             self._check_dropped([self._as_array(x, spec)
                                  for x, spec in zip(flat_args, self.leaves)])
@@ -104,18 +105,56 @@ class Compiled:
         except ShapeError as err:
             raise self._name_constraint_axes(err, flat_args) from None
         del alive
-        return self._wrap(outs, device, given)
+        return self._wrap(outs, device, given, flat_args)
 
-    @staticmethod
-    def _wrap(outs: list, device, given: dict) -> list[jax.Array]:
-        """The outputs as jax.Arrays; a donated input whose buffer an output took is deleted."""
-        if not given:
+    def _wrap(self, outs: list, device, given: dict, flat_args: Sequence[Any]) -> list[jax.Array]:
+        """The outputs as jax.Arrays; donated inputs deleted as jax.jit deletes them."""
+        if not given and not self._donated:
             return [runtime.to_jax(o, device) for o in outs]
         results = [runtime.to_jax(o, device, owned=j not in given) for j, o in enumerate(outs)]
+        taken = set()
         for j, (x, view) in given.items():
             if outs[j] is view:      # written into the donated buffer: x is used up
                 x.delete()
+                taken.add(j)
+        self._delete_donated(flat_args, outs, taken)
         return results
+
+    def _delete_donated(self, flat_args: Sequence[Any], outs: list, taken: set) -> None:
+        """Delete each donated jax.Array that jax.jit on CPU would have given to a result: jax
+        pairs donated arguments with results of the same shape and dtype (in argument order),
+        and XLA takes the rest for results of the same size in bytes. Whether jdisc reused
+        the buffer (its memory plan allowed it and the array is over JDISC_DONATE_MIN_BYTES)
+        or wrote a fresh result is a speed choice; code that uses a donated array after the
+        call fails as it does with jax.jit. Left alive, as jax.jit leaves them: a donation
+        with no such result, and an array whose memory another argument of the call shares
+        (itself passed twice, a numpy view of it). Before jax 0.10 nothing is deleted: there
+        deleting an array frees its memory under a numpy view someone may still hold."""
+        if runtime.donate_min_bytes() is None:
+            return
+        donors = []
+        for i in self._donated:
+            x = flat_args[i]
+            if type(x) is not _ArrayImpl or x.is_deleted():
+                continue
+            others = [o for k, o in enumerate(flat_args) if k != i]
+            if any(o is x for o in others):
+                continue
+            if x.nbytes and any(isinstance(o, np.ndarray) for o in others) and \
+                    any(_may_overlap(np.asarray(x), o) for o in others):
+                continue
+            donors.append(x)
+        for same in (lambda o, x: o.shape == x.shape and o.dtype == x.dtype,
+                     lambda o, x: o.nbytes == x.nbytes):
+            left = []
+            for x in donors:
+                j = next((j for j, o in enumerate(outs) if j not in taken and same(o, x)), None)
+                if j is None:
+                    left.append(x)
+                else:
+                    taken.add(j)
+                    x.delete()
+            donors = left
 
     def _donated_buffers(self, flat_args: Sequence[Any]) -> dict:
         """Result position -> (donated jax.Array, a writable view of its buffer) for the

@@ -3,7 +3,7 @@ the `jdisc` command) compiles through `compile`, which runs the stages of `STAGE
 
     export   a JAX function + argument specs -> StableHLO with symbolic dims (jdisc/export)
     mlir     StableHLO text or bytecode -> an MLIR module cleaned by jaxlib's passes
-    import   MLIR -> jdisc's IR (dynamic_passes/mlir_import.py)
+    import   MLIR -> jdisc's IR (dynamic_passes/importer/mlir_import.py)
     passes   dynamic_passes/pipeline.py's PASSES: shapes, checks, fusion, memory plan
     c        the C of the kernels and the host launcher (lowering/codegen.py)
     library  the system C compiler -> a loaded shared library (custom_calls/runtime.py)
@@ -23,9 +23,9 @@ import time
 from typing import Any, Callable, Sequence
 
 from jdisc.custom_calls import compiler, runtime
-from jdisc.dynamic_passes import mlir_import, tuples
-from jdisc.dynamic_passes.dim_text import parse
-from jdisc.dynamic_passes.ir import Program, format_program
+from jdisc.dynamic_passes.algebra.dim_text import parse
+from jdisc.dynamic_passes.importer import mlir_import, tuples
+from jdisc.dynamic_passes.ir.program import Program, format_program
 from jdisc.dynamic_passes.pipeline import dump, dump_dir, run_passes
 from jdisc.errors import compile_stage
 from jdisc.export.exporter import ExportedFunction, export_function

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes.ir import Program, format_signature
+from jdisc.dynamic_passes.ir.program import Program, format_signature
 
 
 def explain_program(prog: Program) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 
 from jdisc import sharding
 from jdisc.custom_calls import ffi
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.errors import DtypeError, JdiscError, ShapeError
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from jax import export as jax_export
 
 from jdisc import driver
 from jdisc.custom_calls import runtime
-from jdisc.dynamic_passes import tuples
-from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.dynamic_passes.importer import tuples
+from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.errors import ArgumentError, DtypeError, ShapeError
 from jdisc.export.exporter import from_jax_exported
 

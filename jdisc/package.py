@@ -33,8 +33,9 @@ import numpy as np
 from jdisc import driver, interop, package_file, sharding
 from jdisc.api import Compiled, jit
 from jdisc.custom_calls import prebuilt, runtime
-from jdisc.dynamic_passes.dim_text import parse
-from jdisc.dynamic_passes.ir import ArgSpec, dtype_name, numpy_dtype
+from jdisc.dynamic_passes.algebra.dim_text import parse
+from jdisc.dynamic_passes.ir.dtypes import dtype_name, numpy_dtype
+from jdisc.dynamic_passes.ir.program import ArgSpec
 from jdisc.errors import ArgumentError, JdiscError, PackageError, compile_stage
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import LeafSpec, positional_names
@@ -356,7 +357,7 @@ def from_stablehlo(module: str | bytes, name: str = "main") -> Package:
 def _portable_artifact(module: str | bytes) -> bytes:
     """The module as a StableHLO portable artifact (VHLO bytecode, readable by later jaxlibs)."""
     from jaxlib.mlir.dialects import stablehlo
-    from jdisc.dynamic_passes import mlir_import
+    from jdisc.dynamic_passes.importer import mlir_import
     ctx = mlir_import.make_context()
     mod = mlir_import.parse_module(module, ctx)
     try:

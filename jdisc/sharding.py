@@ -1,6 +1,6 @@
 """A jdisc call inside JAX's SPMD partitioner, and eager calls on sharded arrays.
 
-The program's sharding rule (`Program.parallel`, dynamic_passes/parallel_axes.py) says which
+The program's sharding rule (`Program.parallel`, dynamic_passes/passes/parallel_axes.py) says which
 input axes are parallel: sized by a dimension variable in which every op is equivariant. A
 shard along them is just another value of that variable, so one compiled program serves every
 shard, every mesh and every process.

@@ -389,17 +389,17 @@ def graph_network_over_sharded_edges():
 
 
 @case
-def the_readme_example_runs():
+def the_docs_example_runs():
     from pathlib import Path
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### Sharding and several processes", 1)[1]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "jax-programs.md").read_text()
+    section = page.split("## Sharding and several processes", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env: dict = {}
     import contextlib
     import io
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), env)
+        exec(compile(code, "docs/jax-programs.md", "exec"), env)
     text = out.getvalue()
     assert "B: parallel: x axis 0, y axis 0 -> result (sum over shards, times n**-1)" in text, \
         text

@@ -71,6 +71,16 @@ def test_violated_constraint():
         f2(np.ones(4, np.float32))
 
 
+def test_a_broken_constraint_is_reported_before_the_op_checks_that_rely_on_it():
+    # the slice of 8 needs n >= 8 too; the constraint is the user's words for it
+    f = jdisc.jit(lambda x: x[:8] * 2, dynamic_axes=({0: "n"},), constraints=("n >= 8",))
+    np.testing.assert_array_equal(np.asarray(f(np.ones(9, np.float32))), 2)
+    with pytest.raises(ShapeError, match=r"constraint n >= 8.*'n' is argument 'x' axis 0, of "
+                                         r"size 5") as info:
+        f(np.ones(5, np.float32))
+    assert "gather" not in str(info.value)
+
+
 def test_unsupported_ops_are_all_listed():
     def f(x):
         y = x.astype(jnp.int4).astype(jnp.float32)          # element types jdisc lacks

@@ -14,7 +14,8 @@ from jdisc.lowering import c_runtime
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
 # what each header uses from another
-NEEDS = {"jd_pool.h": ["jd_shared.h"], "jd_gemm.h": ["jd_shared.h", "jd_pool.h"],
+NEEDS = {"jd_pool.h": ["jd_shared.h", "jd_fp.h"],
+         "jd_gemm.h": ["jd_shared.h", "jd_fp.h", "jd_pool.h"],
          "jd_half.h": ["jd_math.h"]}
 INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h", "stdio.h",
             "cblas.h")
@@ -46,7 +47,7 @@ def test_every_header_is_listed():
 def test_a_program_carries_the_headers_it_uses():
     jf = jdisc.jit(lambda x: jnp_tanh(x) + 1, dynamic_axes=({0: "n"},))
     source = jf.compiled_for(np.ones(3, np.float32)).c_source
-    for name in ("jd_dims.h", "jd_errors.h", "jd_shared.h", "jd_pool.h", "jd_arena.h"):
+    for name in ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_arena.h"):
         assert c_runtime.source(name) in source, name
 
 

@@ -140,7 +140,7 @@ def test_inspect_into_a_closed_pipe_exits_quietly(files, tmp_path):
 
 def test_compile_bytecode(files, tmp_path):
     from jaxlib.mlir import ir
-    from jdisc.dynamic_passes import mlir_import
+    from jdisc.dynamic_passes.importer import mlir_import
     d, a, b = files
     module = mlir_import.parse_module(ADD_TANH, mlir_import.make_context())
     with open(tmp_path / "add.mlirbc", "wb") as f:

@@ -171,7 +171,7 @@ def _gcc_major() -> int:
 # so the clamps in these functions keep their loops scalar ("control flow in loop"); GCC 13 and
 # 14 vectorise them. Measured here with GCC 12.2: exp 8.9 ns/element (vs 1.5-3 vectorised).
 @pytest.mark.skipif(0 < _gcc_major() < 13, reason="GCC 12 keeps these loops scalar "
-                    "(trapping-math compares are not if-converted); see README, Kernels")
+                    "(trapping-math compares are not if-converted); see docs/how-it-works.md")
 def test_gcc_vectorises_every_loop(tmp_path, capsys):
     source, loop_lines = _wrapper_source()
     proc = _compile(tmp_path, source, ["-fopt-info-vec-optimized", "-c", "-o", "cmath_test.o"])

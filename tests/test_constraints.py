@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jdisc.bench import workloads as W
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.dim_text import parse
-from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.algebra.constraints import ShapeConstraints
+from jdisc.dynamic_passes.algebra.dim_text import parse
+from jdisc.dynamic_passes.pipeline import analyze_constraints
 from conftest import to_ir
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only

@@ -40,7 +40,7 @@ from jax import lax
 
 import jdisc
 import control_models as C
-from jdisc.dynamic_passes import mlir_import
+from jdisc.dynamic_passes.importer import mlir_import
 from jdisc.export.exporter import export_function
 from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
 from conftest import assert_close, differential

@@ -13,7 +13,8 @@ import pytest
 import jdisc
 from jdisc import cli, driver
 from jdisc.custom_calls import runtime
-from jdisc.dynamic_passes import mlir_import, pipeline
+from jdisc.dynamic_passes import pipeline
+from jdisc.dynamic_passes.importer import mlir_import
 from jdisc.errors import (ArgumentError, CompileError, DtypeError, JdiscError, ShapeError,
                           UnsupportedOpError)
 

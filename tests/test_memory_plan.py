@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from jdisc.bench import workloads as W
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Block, Op, Program, Value
-from jdisc.dynamic_passes.memory_plan import alias_roots, buffer_bytes, plan_memory
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.ir.program import Block, Op, Program, Value
+from jdisc.dynamic_passes.passes.memory_plan import alias_roots, buffer_bytes, plan_memory
 from conftest import to_ir
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only

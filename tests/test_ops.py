@@ -249,6 +249,41 @@ def test_approx_top_k_answers_exactly(which, rng):
     assert jf.stats()["compiles"] == 1
 
 
+@pytest.mark.parametrize("which", ["max", "min"])
+def test_approx_top_k_without_aggregation_is_the_sorted_axis(which, rng):
+    # aggregate_to_topk=False: XLA:CPU's fallback returns the whole axis, sorted (every element
+    # is a candidate); jax writes it only for a static axis and k, the other axes may be dynamic
+    if which == "max":
+        f, axes, shapes = (lambda x: jax.lax.approx_max_k(x, 4, aggregate_to_topk=False)), \
+            ({0: "B"},), [(0, 40), (1, 40), (7, 40)]
+    else:
+        f, axes, shapes = (lambda x: jax.lax.approx_min_k(
+            x, 3, reduction_dimension=0, aggregate_to_topk=False)), ({1: "B"},), \
+            [(13, 1), (13, 5), (13, 0)]
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    for shape in shapes:
+        x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32) - 9.5
+        _assert_same_results(jf(x), jax.jit(f)(x))
+    assert jf.stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("which", ["max", "min"])
+def test_approx_top_k_with_k_from_a_dim(which, rng):
+    # k from the shapes: custom_call @stablehlo.dynamic_approx_top_k, k an operand
+    if which == "max":
+        f, axes, shapes = (lambda x: jax.lax.approx_max_k(x, x.shape[-1] // 2)), \
+            ({0: "B", 1: "N"},), [(1, 2), (3, 7), (2, 31), (5, 100)]
+    else:
+        f, axes, shapes = (lambda x: jax.lax.approx_min_k(x, x.shape[0] - 1,
+                                                          reduction_dimension=0)), \
+            ({0: "N"},), [(2, 3), (5, 3), (29, 3)]
+    jf = jdisc.jit(f, dynamic_axes=axes, constraints=("N >= 2",))
+    for shape in shapes:
+        x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32) - 9.5
+        _assert_same_results(jf(x), jax.jit(f)(x))
+    assert jf.stats()["compiles"] == 1
+
+
 def test_random_choice_without_replacement(rng):
     # rows drawn without replacement from a table with a dynamic width (jax.export cannot trace a
     # permutation of a dynamic-size axis, so the drawn axis is static here)

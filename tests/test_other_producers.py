@@ -111,3 +111,41 @@ def test_torch_index_select_with_batch_dims(rng):
         i = rng.integers(0, n, (b, k)).astype(np.int32)
         (got,) = f(x, i)
         assert_close(got, np.take_along_axis(x, i[:, :, None], axis=1), 0)
+
+
+def test_torch_index_select_counts_negative_dims_from_the_end(rng):
+    # dim = -1 of a rank-3 operand is axis 2; batch_dims = -1 of rank-2 indices is 1:
+    # out[b, c, k] = x[b, c, i[b, k]] (IREE's end-to-end case)
+    t3, t2 = "tensor<?x?x?xi32>", "tensor<?x?xi32>"
+    f = jdisc.compile_stablehlo(
+        f"func.func @main(%x: {t3}, %i: {t2}) -> {t3} {{\n"
+        f'  %0 = "stablehlo.torch_index_select"(%x, %i) <{{batch_dims = -1 : i64, dim = -1 : '
+        f"i64}}> : ({t3}, {t2}) -> {t3}\n  return %0 : {t3}\n}}")
+    for b, c, n, k in [(1, 1, 1, 1), (2, 3, 5, 4), (3, 2, 7, 0), (0, 2, 3, 2), (2, 0, 3, 3)]:
+        x = rng.integers(-50, 50, (b, c, n)).astype(np.int32)
+        i = rng.integers(0, n, (b, k)).astype(np.int32)
+        (got,) = f(x, i)
+        want = np.take_along_axis(x, np.broadcast_to(i[:, None, :], (b, c, k)), axis=2)
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_torch_index_select_out_of_range_dims_are_refused():
+    t = "tensor<?x4xf32>"
+    with pytest.raises(jdisc.UnsupportedOpError, match=r"dim = -3 and batch_dims = 0 do not "
+                                                        r"fit an operand of rank 2"):
+        jdisc.compile_stablehlo(
+            f"func.func @main(%x: {t}, %i: tensor<?xi32>) -> tensor<?x4xf32> {{\n"
+            f'  %0 = "stablehlo.torch_index_select"(%x, %i) {{dim = -3 : i64, batch_dims = 0 : '
+            f"i64}} : ({t}, tensor<?xi32>) -> tensor<?x4xf32>\n  return %0 : tensor<?x4xf32>\n}}")
+
+
+def test_deprecated_broadcast_takes_unknown_result_dims_from_its_sizes(rng):
+    # the result type leaves the new leading dims `?`; `sizes` says what they are
+    f = jdisc.compile_stablehlo(
+        "func.func @main(%x: tensor<?x?xi32>) -> tensor<?x?x?x?xi32> {\n"
+        "  %0 = stablehlo.broadcast %x, sizes = [3, 1] : (tensor<?x?xi32>) -> tensor<?x?x?x?xi32>\n"
+        "  return %0 : tensor<?x?x?x?xi32>\n}")
+    for shape in [(2, 3), (1, 1), (0, 4), (5, 0)]:
+        x = rng.integers(-9, 9, shape).astype(np.int32)
+        (got,) = f(x)
+        np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x, (3, 1) + shape))

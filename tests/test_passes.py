@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from jdisc.bench import workloads as W
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import walk
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.ir.program import walk
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.codegen import generate
 from conftest import to_ir

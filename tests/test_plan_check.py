@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import jdisc
-from jdisc.dynamic_passes import fusion, pipeline
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.plan_check import (check_index_maps, check_memory, check_plan,
-                                             check_schedule)
+from jdisc.dynamic_passes import pipeline
+from jdisc.dynamic_passes.passes import fusion
+from jdisc.dynamic_passes.passes.fusion import Kernel
+from jdisc.dynamic_passes.passes.plan_check import (check_index_maps, check_memory, check_plan,
+                                                    check_schedule)
 from jdisc.errors import CompileError
 from conftest import to_ir
 from shape_rule_programs import SHAPE_RULE_PROGRAMS
@@ -65,7 +66,7 @@ def test_bug2_merge_that_reorders_a_dependency_is_caught():
     ops = sorted(first.ops + [o for o in second.ops if o not in first.ops],
                  key=[o for o in prog.body.ops].index)
     merged = Kernel("jd_k1_divide_divide", "loop", ops, first.outputs + second.outputs,
-                    fusion._inputs_of(ops))
+                    fusion.inputs_of(ops))
     prog.kernels = [k for i, k in enumerate(prog.kernels) if i not in divides]
     prog.kernels.insert(divides[0], merged)
     msg = _raises(prog, "jd_k1_divide_divide", "before", "not a valid schedule",
@@ -301,9 +302,9 @@ def test_checker_is_fast_on_a_long_program():
 
 @pytest.mark.fast
 def test_division_facts_are_proven():
-    from jdisc.dynamic_passes import symbolic
-    from jdisc.dynamic_passes.constraints import ShapeConstraints
-    from jdisc.dynamic_passes.plan_check import division_proves_nonneg
+    from jdisc.dynamic_passes.algebra import symbolic
+    from jdisc.dynamic_passes.algebra.constraints import ShapeConstraints
+    from jdisc.dynamic_passes.passes.plan_check import division_proves_nonneg
     sc = ShapeConstraints(["h"])
     h = symbolic.var("h")
     for k in (1, 2, 3, 4):      # k*floordiv(h, 4) <= h: the slices of a batch-group split

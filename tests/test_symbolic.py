@@ -1,4 +1,4 @@
-"""Tests of jdisc's symbolic-dimension algebra (jdisc/dynamic_passes/symbolic.py).
+"""Tests of jdisc's symbolic-dimension algebra (jdisc/dynamic_passes/algebra/symbolic.py).
 
 Property tests build random expressions twice from one tree: symbolically (normalised) and with
 plain Python ints at a point; the two must agree wherever the plain evaluation is defined.
@@ -15,15 +15,15 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jdisc.dynamic_passes.relaxed import nonneg_relaxed
-from jdisc.dynamic_passes.dim_text import parse, to_c
+from jdisc.dynamic_passes.algebra.dim_text import parse, to_c
+from jdisc.dynamic_passes.algebra.relaxed import nonneg_relaxed
 from jdisc.lowering.c_runtime import source
 
 C_DIMS = source("jd_dims.h")
-from jdisc.dynamic_passes.symbolic import (
-    Expr, as_int, bounds, dmax, dmin, evaluate, floordiv, is_const, mod, prove_eq, prove_ge,
-    prove_gt, prove_le, prove_lt, substitute, var, variables,
-)
+from jdisc.dynamic_passes.algebra.symbolic import (Expr, as_int, bounds, dmax, dmin, evaluate,
+                                                   floordiv, is_const, mod, prove_eq, prove_ge,
+                                                   prove_gt, prove_le, prove_lt, substitute, var,
+                                                   variables)
 
 pytestmark = pytest.mark.fast   # compiles no jdisc program: IR, plans and algebra only
 
@@ -427,7 +427,7 @@ def test_relaxed_nonnegativity_through_min_and_max():
 def test_dividing_a_power_lowers_its_exponent():
     # found by the property test above (CI, 2026-12-01): (B*B)//B was B^2, the exponent of a
     # factor the divisor shares was kept instead of reduced
-    from jdisc.dynamic_passes.symbolic import floordiv, var
+    from jdisc.dynamic_passes.algebra.symbolic import floordiv, var
     a, b = var("A"), var("B")
     assert floordiv(b * b, b) == b and floordiv(b * b * b, b) == b * b
     assert floordiv(6 * a * b * b, 3 * b) == 2 * a * b

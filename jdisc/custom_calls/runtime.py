@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from jdisc.custom_calls.compiler import Library, build
-from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.errors import RuntimeCheckError, ShapeError
 from jdisc.lowering.codegen import CProgram
 

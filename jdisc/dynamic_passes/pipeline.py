@@ -15,25 +15,32 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from jdisc.dynamic_passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
-                                              resolve_dynamic_ops)
-from jdisc.dynamic_passes.constraints import ShapeConstraints, analyze_constraints
-from jdisc.dynamic_passes.control_flow import (forward_loop_invariants, outline_regions,
-                                               scratch_layout)
-from jdisc.dynamic_passes.convolutions import canonicalize_convolutions
-from jdisc.dynamic_passes.dots import canonicalize_dot_layouts
-from jdisc.dynamic_passes.fusion import plan_kernels
-from jdisc.dynamic_passes.ir import Program, Scope, Value, format_program
-from jdisc.dynamic_passes.memory_plan import plan_donation, plan_memory
-from jdisc.dynamic_passes.parallel_axes import find_parallel_axes
-from jdisc.dynamic_passes.plan_check import check_plan
-from jdisc.dynamic_passes.shape_prop import propagate_shapes
-from jdisc.dynamic_passes.supported import check_supported
-from jdisc.dynamic_passes.verify import verify
+from jdisc.dynamic_passes.algebra.constraints import ShapeConstraints
+from jdisc.dynamic_passes.ir.program import Program, Scope, Value, format_program
+from jdisc.dynamic_passes.ir.verify import verify
+from jdisc.dynamic_passes.passes.control_flow import (forward_loop_invariants, outline_regions,
+                                                      scratch_layout)
+from jdisc.dynamic_passes.passes.convolutions import canonicalize_convolutions
+from jdisc.dynamic_passes.passes.dots import canonicalize_dot_layouts
+from jdisc.dynamic_passes.passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
+                                                     resolve_dynamic_ops)
+from jdisc.dynamic_passes.passes.fusion import plan_kernels
+from jdisc.dynamic_passes.passes.memory_plan import plan_donation, plan_memory
+from jdisc.dynamic_passes.passes.parallel_axes import find_parallel_axes
+from jdisc.dynamic_passes.passes.plan_check import check_plan
+from jdisc.dynamic_passes.passes.shape_prop import propagate_shapes
+from jdisc.dynamic_passes.passes.simplify import fold_add_zero
+from jdisc.dynamic_passes.passes.supported import check_supported
 from jdisc.errors import JdiscError, compile_stage, internal_error
 
 Pass = Callable[[Program], Program]
 
+
+def analyze_constraints(prog: Program) -> Program:
+    """Pass: attach `prog.constraints`, the facts the launcher's checks guarantee
+    (algebra/constraints.py)."""
+    prog.constraints = ShapeConstraints.from_program(prog)
+    return prog
 
 
 def compile_regions(prog: Program) -> Program:
@@ -65,6 +72,7 @@ PASSES: list[Pass] = [
     propagate_shapes,         # symbolic shapes for every value; shape computations evaluated
     resolve_dynamic_ops,      # dynamic_* ops -> static ops with symbolic shapes; assertions -> checks
     materialize_dim_values,   # dimension sizes used as data -> dim_constant
+    fold_add_zero,            # x + 0 -> x, as XLA folds it (signed zeros, subnormals)
     eliminate_dead_code,
     outline_regions,          # while/if/case regions -> Programs with explicit captures
     analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors

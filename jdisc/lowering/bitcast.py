@@ -13,7 +13,7 @@ jax has no bool bitcasts; XLA treats a PRED as a byte and refuses or differs the
 from __future__ import annotations
 
 
-from jdisc.dynamic_passes.ir import bit_width
+from jdisc.dynamic_passes.ir.dtypes import bit_width
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, Renderer, parallel_loop_nest

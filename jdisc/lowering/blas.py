@@ -8,15 +8,16 @@ there (see `size_limits`).
 from __future__ import annotations
 
 
-from jdisc.dynamic_passes.dots import GemmLayout, gemm_layout
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, is_complex
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.ir.dtypes import is_complex
+from jdisc.dynamic_passes.ir.program import Op
+from jdisc.dynamic_passes.passes.dots import GemmLayout, gemm_layout
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import compute_dtype, ctype, narrow
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.scalar_ops import cast
 from jdisc.lowering.loops import KernelContext
+from jdisc.lowering.scalar_ops import cast
 
 # what jd_gemm calls, and its `kind` argument (jd_gemm.h)
 BLAS_GEMM = {"f32": "scipy_cblas_sgemm", "f64": "scipy_cblas_dgemm",

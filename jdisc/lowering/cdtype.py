@@ -46,7 +46,7 @@ def narrow(expr: str, dtype: str) -> str:
 
 def half_bits(value, dtype: str) -> int:
     """The 16-bit pattern of `value` as f16/bf16 (a numpy scalar of that dtype keeps its bits)."""
-    from jdisc.dynamic_passes.ir import numpy_dtype
+    from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
     return int(np.asarray(value, dtype=numpy_dtype(dtype)).reshape(()).view(np.uint16))
 
 

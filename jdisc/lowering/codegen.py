@@ -13,21 +13,21 @@ import re
 
 import numpy as np
 
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import ArgSpec, Program
-from jdisc.dynamic_passes.dim_text import to_c
-from jdisc.dynamic_passes.symbolic import Dim
-from jdisc.lowering import (bitcast, blas, control, conv, ffi, fft, lapack, launcher,
-                            reductions, rng, scatter, sort, stitch)
-from jdisc.lowering.control import CONTROL_KINDS
+from jdisc.dynamic_passes.algebra.dim_text import to_c
+from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.ir.ops import OPS
+from jdisc.dynamic_passes.ir.program import ArgSpec, Program
+from jdisc.dynamic_passes.passes.fusion import Kernel
+from jdisc.lowering import (bitcast, blas, c_runtime, control, conv, ffi, fft, lapack, launcher,
+                            reductions, rng, scatter, sort, stitch, units as units_c)
 from jdisc.lowering.cdtype import array_initializer, ctype
+from jdisc.lowering.control import CONTROL_KINDS
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.data import DataSection, digest as data_digest, is_data
 from jdisc.lowering.kernels import deep_recursion, emit_kernel, kernel_dim_vars, speculation_guards
 from jdisc.lowering.loops import KernelContext
 from jdisc.lowering.names import c_comment, dim_ident
 from jdisc.version import __version__
-from jdisc.lowering import c_runtime, units as units_c
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _generate(prog: Program) -> CProgram:
     head(" */")
     rest = launcher.ARENA + "\n" + text + ffi.ffi_handler(prog)
     source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
-              + units_c.head(rest, blas=True) + rest
+              + units_c.head(rest, blas=True, extra=c_runtime.source("jd_fp.h")) + rest
               + "".join(units.texts) + units_c.runtime_unit())
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
@@ -135,18 +135,11 @@ def _generate(prog: Program) -> CProgram:
 # loads that all use the first vector's mask (custom_calls/probe.py). Loads are conditional
 # only where an operand is read in one arm of a branch: a pad's or a concatenate's source, an
 # integer division's dividend (a select is a bit blend of both operands, scalar_ops._select,
-# so it reads them unconditionally). Kernels made only of the ops below
+# so it reads them unconditionally). Kernels made only of ops the registry marks branch_free
 # (each reads all its operands unconditionally) keep GCC's loop if-conversion, which
 # vectorises their branchy math (tanh, exp, NaN-aware max); every other kernel carries
 # JD_KEEP_BRANCHES: no if-conversion, so no masked loads, on GCC only (the probe checks that
 # the attribute avoids the bug; if it did not, the whole file is built without if-conversion).
-_BRANCH_FREE = frozenset("""
-    add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
-    logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
-    broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
-    dim_constant select
-""".split())
-_FLOAT_ONLY = frozenset({"divide", "power", "convert"})      # integer forms branch on values
 
 
 def needs_branches(k: Kernel) -> bool:
@@ -173,10 +166,11 @@ def _reads_conditionally(op) -> bool:
     position it reads is inside: reductions._window_index), so it reads unconditionally."""
     if any(_reads_conditionally(inner) for region in op.regions for inner in region.ops):
         return True
-    if op.name in _BRANCH_FREE or op.name == "return" or op.name == "reduce_window" and \
+    branch_free = OPS[op.name].branch_free if op.name in OPS else None
+    if branch_free == "always" or op.name == "return" or op.name == "reduce_window" and \
             _unguarded_window(op):
         return False
-    return not (op.name in _FLOAT_ONLY and all(v.dtype in ("f32", "f64", "f16", "bf16")
+    return not (branch_free == "float" and all(v.dtype in ("f32", "f64", "f16", "bf16")
                                                for v in list(op.operands) + list(op.results)))
 
 
@@ -219,7 +213,7 @@ def _emit_constants(w: CWriter, prog: Program, buffers: dict[int, str],
                     number: dict[int, int], section: DataSection,
                     prefix: str = "const_") -> None:
     """Small constants as C arrays; large ones as pointers into the data section."""
-    from jdisc.dynamic_passes.fusion import is_splat
+    from jdisc.dynamic_passes.passes.fusion import is_splat
     for op in prog.body.ops:
         if op.name == "constant" and not is_splat(op.attrs["value"]):
             v = op.result
@@ -374,8 +368,9 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         header = (f"static int {control.region_function(prog.name)}"
                   f"({control.REGION_PARAMS})")
     else:
-        header = ("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
-                  "void *const *restrict outs, char *err, int64_t errlen)")
+        header = ("static int jd_run_kernels(const int64_t *restrict dims, "
+                  "void *const *restrict ins, void *const *restrict outs, char *err, "
+                  "int64_t errlen)")
     with w.block(header):
         for i, name in enumerate(region_dims if region else prog.dim_vars):
             w(f"const int64_t {c_dim_name(name)} = dims[{i}];"
@@ -449,3 +444,11 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
         if not region:
             w("jd_arena_put(arena, arena_cached);")
         w("return status;")
+    if not region:
+        w()
+        with w.block("int jd_run(const int64_t *restrict dims, void *const *restrict ins, "
+                     "void *const *restrict outs, char *err, int64_t errlen)"):
+            w("const jd_fp_state fp = jd_fp_enter();   /* subnormals as XLA:CPU: jd_fp.h */")
+            w("const int status = jd_run_kernels(dims, ins, outs, err, errlen);")
+            w("jd_fp_leave(fp);")
+            w("return status;")

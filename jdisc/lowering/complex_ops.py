@@ -14,7 +14,8 @@ written out, log1p and expm1 also to stay accurate near 0.
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes.ir import COMPLEX_PARTS, Op, is_complex
+from jdisc.dynamic_passes.ir.dtypes import COMPLEX_PARTS, is_complex
+from jdisc.dynamic_passes.ir.program import Op
 from jdisc.errors import UnsupportedOpError
 
 C_COMPLEX_TYPES = {"c64": "jd_c64", "c128": "jd_c128"}

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jdisc.dynamic_passes.control_flow import scratch_layout
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.passes.control_flow import scratch_layout
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.launcher import buffer_bytes
-from jdisc.lowering.names import c_comment
 from jdisc.lowering.loops import KernelContext
+from jdisc.lowering.names import c_comment
 
 CONTROL_KINDS = ("while", "if", "case")
 REGION_PARAMS = ("const int64_t *restrict dims, void *const *restrict ins, "

@@ -23,11 +23,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from jdisc.dynamic_passes.ir import Op
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.ir.program import Op
+from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
-from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, dilated_index
 

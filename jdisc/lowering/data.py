@@ -18,7 +18,7 @@ import hashlib
 
 import numpy as np
 
-from jdisc.dynamic_passes.ir import numpy_dtype
+from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 

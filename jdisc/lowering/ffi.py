@@ -10,7 +10,7 @@ A failed check comes back to XLA as an FFI error carrying the launcher's message
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes.ir import Program
+from jdisc.dynamic_passes.ir.program import Program
 
 
 def ffi_handler(prog: Program) -> str:

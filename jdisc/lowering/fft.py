@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from jdisc.dynamic_passes.ir import Op
-from jdisc.dynamic_passes.symbolic import prod
+from jdisc.dynamic_passes.algebra.symbolic import prod
+from jdisc.dynamic_passes.ir.program import Op
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering import c_runtime
 from jdisc.lowering.cdtype import ctype

@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op
-from jdisc.dynamic_passes.ops import DIM_ATTRS, OPS
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.ir.ops import DIM_ATTRS, OPS
+from jdisc.dynamic_passes.ir.program import Op
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, Renderer, loop_nest

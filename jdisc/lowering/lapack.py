@@ -1,4 +1,4 @@
-"""The `lapack` op (dynamic_passes/linalg.py) as calls of LAPACKE, the C interface of the LAPACK
+"""The `lapack` op (dynamic_passes/importer/linalg.py) as calls of LAPACKE, the C interface of the LAPACK
 in scipy-openblas32: one call per matrix of the batch, through the row-major interface (it
 transposes to and from LAPACK's column-major layout, and queries and allocates the
 workspace at run time). Inputs are copied into the outputs that LAPACK overwrites in place;
@@ -12,10 +12,10 @@ jax's own: geev refuses non-finite input with info = -4 before calling LAPACK.
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import is_complex
-from jdisc.dynamic_passes.linalg import flag
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.importer.linalg import flag
+from jdisc.dynamic_passes.ir.dtypes import is_complex
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.loops import KernelContext

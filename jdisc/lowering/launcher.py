@@ -18,15 +18,15 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.host_values import HostValue, Pred
-from jdisc.dynamic_passes.ir import Check, Program, Value
-from jdisc.dynamic_passes.symbolic import Dim
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.algebra.host_values import HostValue, Pred
+from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.ir.program import Check, Program, Value
 from jdisc.errors import ShapeError, UnsupportedOpError
+from jdisc.lowering import c_runtime
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter, c_string
 from jdisc.lowering.names import c_comment
-from jdisc.lowering import c_runtime
 
 ARENA = c_runtime.source("jd_arena.h")
 
@@ -247,7 +247,7 @@ def render_host(x, dim: Callable[[Dim], str], names: dict | None = None,
 
 def size_guards(values: list[tuple[Value, str]], name) -> list[str]:
     """C conditions that fail when a buffer's byte size could overflow int64 arithmetic."""
-    from jdisc.dynamic_passes.ir import numpy_dtype
+    from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
     out, seen = [], set()
     for v, where in values:
         n = v.num_elements()
@@ -272,7 +272,7 @@ def blas_checks(limits: list[tuple[Dim, str]]) -> list[Check]:
 
 
 def buffer_bytes(v: Value, dim: Callable[[Dim], str]) -> str:
-    from jdisc.dynamic_passes.ir import numpy_dtype
+    from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
     return f"(size_t)({dim(v.num_elements())}) * {numpy_dtype(v.dtype).itemsize}"
 
 

@@ -11,10 +11,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, Value, is_complex, is_float, numpy_dtype
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float, numpy_dtype
+from jdisc.dynamic_passes.ir.program import Op, Value
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.cdtype import ctype, literal
 from jdisc.lowering.cwriter import CWriter

@@ -17,14 +17,13 @@ gives the same bits for any reducer.
 from __future__ import annotations
 
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows, dilated_index,
-                                  loop_nest, open_rows, parallel_loop_nest,
-                                  render_body)
+                                  loop_nest, open_rows, parallel_loop_nest, render_body)
 
 
 def emit_reduce(ctx: KernelContext) -> None:

@@ -25,11 +25,11 @@ hold the bits unchanged.
 from __future__ import annotations
 
 
-from jdisc.dynamic_passes.ir import bit_width
+from jdisc.dynamic_passes.ir.dtypes import bit_width
+from jdisc.lowering import c_runtime
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, Renderer
-from jdisc.lowering import c_runtime
 
 # parallel loops only when there are this many blocks of work (a Philox block is ~20 ns)
 _PARALLEL_MIN = 4096

@@ -18,10 +18,10 @@ exactly when every read is at the row index. One pass over the kernel's ops, con
 
 from __future__ import annotations
 
-from jdisc.dynamic_passes import symbolic
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.ops import SAME_INDEX
+from jdisc.dynamic_passes.algebra import symbolic
+from jdisc.dynamic_passes.ir.ops import SAME_INDEX
+from jdisc.dynamic_passes.ir.program import Op, Value
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import CompileError
 from jdisc.lowering.loops import reshape_groups   # the renderer's own grouping
 

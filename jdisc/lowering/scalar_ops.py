@@ -21,14 +21,14 @@ import functools
 import re
 from typing import Callable
 
-from jdisc.dynamic_passes.ir import Op, is_complex, is_float, is_unsigned
-from jdisc.dynamic_passes.ops import SAME_INDEX, SCALAR_REGION_OPS
+from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float, is_unsigned
+from jdisc.dynamic_passes.ir.ops import SAME_INDEX, SCALAR_REGION_OPS
+from jdisc.dynamic_passes.ir.program import Op
 from jdisc.errors import UnsupportedOpError
-from jdisc.lowering.cdtype import (HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow,
-                                   widen)
+from jdisc.lowering import c_runtime
+from jdisc.lowering.cdtype import HALF_FLOATS, INT_BITS, compute_dtype, ctype, narrow, widen
 from jdisc.lowering.cmath import C_MATH, VECTOR_FUNCTIONS
 from jdisc.lowering.complex_ops import COMPLEX_C, convert_complex, render_complex
-from jdisc.lowering import c_runtime
 
 Render = Callable[[list[str], list[str], str, Op], str]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.symbolic import Dim, prod
+from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, render_body

@@ -11,14 +11,14 @@ independent accumulators so the loop vectorises, then combine the lanes in a fix
 from __future__ import annotations
 
 
-from jdisc.dynamic_passes.fusion import Kernel
-from jdisc.dynamic_passes.ops import EXPENSIVE
-from jdisc.dynamic_passes.ir import Op, Value
-from jdisc.dynamic_passes.symbolic import prod
+from jdisc.dynamic_passes.algebra.symbolic import prod
+from jdisc.dynamic_passes.ir.ops import EXPENSIVE
+from jdisc.dynamic_passes.ir.program import Op, Value
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer,
-                                  close_rows, open_rows, reducer_identity)
+from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer, close_rows,
+                                  open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
 LANES = 16

@@ -2,6 +2,7 @@
 
     jd_dims.h           floor division, modulo, min and max of dimension expressions
     jd_errors.h         the error message a failed check or kernel leaves for the caller
+    jd_fp.h             subnormals flushed as XLA:CPU flushes them, on every thread of a call
     jd_shared.h         what a program's units share: the pool's and the GEMMs' declarations
     jd_pool.h           the pool of threads that runs kernels' parallel loops and GEMMs
     jd_gemm.h           GEMMs split into single-threaded BLAS calls on the pool
@@ -14,7 +15,7 @@
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
-packages ship it, and the cache key is its hash. jd_pool.h and jd_gemm.h are the runtime unit
+packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h and jd_gemm.h are the runtime unit
 (lowering/units.py), compiled once for every program; the other units include jd_shared.h. tests/test_c_runtime.py compiles each header.
 """
 
@@ -30,6 +31,6 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
-HEADERS = ("jd_dims.h", "jd_errors.h", "jd_shared.h", "jd_pool.h", "jd_gemm.h", "jd_arena.h",
+HEADERS = ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_gemm.h", "jd_arena.h",
            "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h",
            "jd_keep_branches.h")

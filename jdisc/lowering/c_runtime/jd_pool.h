@@ -32,8 +32,9 @@ static struct {
   int64_t done;                /* pieces of the current job finished */
   int workers, in_use, atfork;
   pid_t pid;                   /* the process that started the workers */
+  jd_fp_state fp;              /* the caller's floating-point mode (subnormals: jd_fp.h) */
 } jd_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-             0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static int64_t jd_pool_claim(uint64_t gen, int64_t n) {
   uint64_t v = __atomic_load_n(&jd_pool.next, __ATOMIC_ACQUIRE);
@@ -89,7 +90,9 @@ static void *jd_pool_worker(void *unused) {
     const jd_piece_fn fn = jd_pool.fn;
     const void *ctx = jd_pool.ctx;
     const int64_t n = jd_pool.n;
+    const jd_fp_state fp = jd_pool.fp;
     pthread_mutex_unlock(&jd_pool.lock);
+    if (jd_fp_get() != fp) jd_fp_set(fp);     /* the job runs in its caller's mode */
     for (int64_t i; (i = jd_pool_claim(seen, n)) >= 0;) {
       fn(ctx, i);
       jd_pool_finish_piece(n);
@@ -146,6 +149,7 @@ static void jd_pool_run(jd_piece_fn fn, const void *ctx, int64_t n, int threads)
       jd_pool.fn = fn;
       jd_pool.ctx = ctx;
       jd_pool.n = n;
+      jd_pool.fp = jd_fp_get();
       __atomic_store_n(&jd_pool.done, 0, __ATOMIC_RELEASE);
       __atomic_store_n(&jd_pool.next, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
       __atomic_store_n(&jd_pool.gen, gen, __ATOMIC_RELEASE);   /* spinning workers see it */

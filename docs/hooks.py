@@ -1,0 +1,105 @@
+"""mkdocs hooks: the performance page's tables and plots, made from benchmarks/results/*.json at
+build time, so that no number on it is typed by hand.
+
+A page line `<!-- results: KIND FILE [FILE ...] -->` becomes what the benchmark script's own
+table printer writes for those result files:
+
+    bench      `jdisc bench --json` files: each workload's table and summary (a text block)
+    compile    benchmarks/compile_time.py files (a markdown table, one column per file)
+    spectral   benchmarks/spectral_linalg.py files (a markdown table with geomeans)
+    machine    the machine, date and load lines of `jdisc bench` files (a list)
+
+and `<!-- plot: FILE NAME.png -->` shows jdisc.bench.plot's latency-vs-shape plot of a
+`jdisc bench` file, drawn into the site as NAME.png (pages at the docs' top level only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shlex
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MARK = re.compile(r"^<!-- (results|plot): (.+?) -->$", re.M)
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"_bench_{name}", os.path.join(ROOT, "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _printed(fn, *args) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        fn(*args)
+    return out.getvalue().rstrip("\n")
+
+
+def _bench(paths: list[str]) -> str:
+    from jdisc.bench import print_table
+    parts = []
+    for p in paths:
+        data = json.load(open(p))
+        text = "\n".join(_printed(print_table, name, res).lstrip("\n")
+                         for name, res in data["workloads"].items())
+        parts.append(f"`{os.path.relpath(p, ROOT)}`:\n\n```text\n{text}\n```")
+    return "\n\n".join(parts)
+
+
+def _machine(paths: list[str]) -> str:
+    from jdisc.bench import machine_line
+    lines = []
+    for p in paths:
+        data = json.load(open(p))
+        load = data.get("load_samples") or []
+        load_text = f"; load average {min(load):.2f}-{max(load):.2f}" if load else ""
+        lines.append(f"- `{os.path.relpath(p, ROOT)}`: {machine_line(data['machine'])}"
+                     f"{load_text}; {len(data['shapes'])} shapes, {data['repeats']} repeats")
+    return "\n".join(lines)
+
+
+def _results(kind: str, paths: list[str]) -> str:
+    if kind == "bench":
+        return _bench(paths)
+    if kind == "machine":
+        return _machine(paths)
+    if kind == "compile":
+        return _printed(_script("compile_time").print_table, paths)
+    if kind == "spectral":
+        return _printed(_script("spectral_linalg").print_table, paths)
+    raise ValueError(f"docs/hooks.py: unknown results kind {kind!r}")
+
+
+def on_files(files, config):
+    """Draw every plot a page asks for, as a generated file of the site."""
+    from mkdocs.structure.files import File
+    from jdisc.bench.plot import plot_latency
+    for page in files.documentation_pages():
+        for kind, args in _MARK.findall(page.content_string):
+            if kind != "plot":
+                continue
+            src, name = shlex.split(args)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, name)
+                plot_latency(json.load(open(os.path.join(ROOT, src)))["workloads"], path,
+                             title=src)
+                content = open(path, "rb").read()
+            files.append(File.generated(config, name, content=content))
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    def replace(m: re.Match) -> str:
+        words = shlex.split(m.group(2))
+        if m.group(1) == "plot":
+            return f"![jdisc and XLA median latency at each shape, from `{words[0]}`]({words[1]})"
+        return _results(words[0], [os.path.join(ROOT, w) for w in words[1:]])
+    return _MARK.sub(replace, markdown)
