@@ -67,7 +67,7 @@ class Compiled:
             try:
                 outs = fast(flat_args if type(flat_args) is list else list(flat_args), None)
             except ShapeError as err:
-                raise self._name_constraint_axes(err, flat_args) from None
+                raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:
                 return [runtime.to_jax(o, device) for o in outs]
         if fast is not None and not self._dropped_named:
@@ -79,7 +79,7 @@ class Compiled:
                                         for j in range(len(self.exported.out_names)))
                             if given else None)
             except ShapeError as err:
-                raise self._name_constraint_axes(err, flat_args) from None
+                raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:
                 return self._wrap(outs, device, given, flat_args)
         if self._dropped_named:
@@ -103,7 +103,7 @@ class Compiled:
         try:
             outs = self.executable.run_pointers(shapes, pointers, given)
         except ShapeError as err:
-            raise self._name_constraint_axes(err, flat_args) from None
+            raise self._explain_shape_error(err, flat_args) from None
         del alive
         return self._wrap(outs, device, given, flat_args)
 
@@ -179,13 +179,14 @@ class Compiled:
                 given[j] = (x, view)
         return given
 
-    def _name_constraint_axes(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
-        """jax.export's message for a violated constraint (`b >= 4`) names the constraint;
-        this adds which argument and axis each of its dimension variables was read from."""
+    def _explain_shape_error(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
+        """A failed check, said in the user's terms: for a violated constraint (`b >= 4`),
+        which argument and axis each of its dimension variables was read from; for an op's
+        check that fails at a dimension of size 0, that jax.export assumed it >= 1."""
         text = str(err)
         m = re.search(r"symbolic shape constraint (.*?)\. Expected", text)
         if not m:
-            return err
+            return self._size_zero_note(err, flat_args)
         used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(1)))
         where = []
         for x, spec in zip(flat_args, self.leaves):
@@ -196,6 +197,31 @@ class Compiled:
                     where.append(f"'{dim}' is argument '{spec.name}' axis {axis}, of size "
                                  f"{size}")
         return ShapeError(text.rstrip() + (" (" + "; ".join(where) + ")" if where else ""))
+
+    def _size_zero_note(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
+        """jax.export traces with every symbolic dim >= 1, and the traced program may rely on
+        it (`x[:, :1]` is a slice of min(1, n), which it simplifies to 1): an op's check that
+        fails while a dimension named alone is 0 gets a note saying so, and how to write an
+        axis that may be 0."""
+        text = str(err)
+        if "stablehlo." not in text or "jax.export assumes" in text:
+            return err
+        zero = []
+        for x, spec in zip(flat_args, self.leaves):
+            for axis, dim in sorted(spec.axes.items()):
+                if dim_variables(dim) == [dim] and axis < np.ndim(x) and np.shape(x)[axis] == 0:
+                    zero.append((spec.name, axis, dim))
+        named = [z for z in zero if re.search(rf"\b{re.escape(z[2])} = 0\b", text)]
+        if not (named or zero):
+            return err
+        name, axis, dim = (named or zero)[0]
+        return ShapeError(
+            f"{text.rstrip()} jax.export assumes every symbolic dimension is >= 1 when it traces "
+            f"the function, and this program relies on it, but '{dim}' (argument '{name}' axis "
+            f"{axis}) is 0 here. For an axis that may be 0, name it with an expression that "
+            f"may be 0, such as {{{axis}: '{dim}1 - 1'}} in dynamic_axes (the axis is then "
+            f"{dim}1 - 1 for a dimension {dim}1 >= 1), so that jax.export keeps the size "
+            f"symbolic.")
 
     @staticmethod
     def _as_array(x: Any, spec) -> np.ndarray:

@@ -233,3 +233,20 @@ def test_shape_rule_checks_reject_disagreeing_dims(name):
             assert w in str(info.value), str(info.value)
     (got,) = f(*good)
     np.testing.assert_allclose(np.asarray(got), np.asarray(reference(*good)), rtol=1e-5)
+
+
+def test_a_check_that_fails_at_size_0_says_what_jax_export_assumed():
+    # x[:, :1] of a dynamic axis: jax.export simplifies min(1, n) to 1 (it assumes n >= 1)
+    f = jdisc.jit(lambda x: x[:, :1] * 2, dynamic_axes=({0: "b", 1: "n"},))
+    np.testing.assert_array_equal(np.asarray(f(np.ones((2, 3), np.float32))), 2)
+    with pytest.raises(ShapeError, match=r"stablehlo.dynamic_gather .*n = 0.* jax.export assumes "
+                                         r"every symbolic dimension is >= 1.*'n' \(argument 'x' "
+                                         r"axis 1\) is 0.*\{1: 'n1 - 1'\}"):
+        f(np.ones((2, 0), np.float32))
+    np.testing.assert_array_equal(np.asarray(f(np.ones((0, 3), np.float32))).shape, (0, 1))
+    # the advice works: an axis written as an expression that may be 0, one compile for all
+    g = jdisc.jit(lambda x: x[:, :1] * 2, dynamic_axes=({0: "b", 1: "n1 - 1"},))
+    for n in (0, 1, 3):
+        x = np.ones((2, n), np.float32)
+        assert np.asarray(g(x)).shape == jax.jit(lambda x: x[:, :1] * 2)(x).shape
+    assert g.stats()["compiles"] == 1
