@@ -124,7 +124,7 @@ def _generate(prog: Program) -> CProgram:
     rest = launcher.ARENA + "\n" + text + ffi.ffi_handler(prog)
     source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
               + units_c.head(rest, blas=True, extra=c_runtime.source("jd_fp.h")) + rest
-              + "".join(units.texts) + units_c.runtime_unit())
+              + "".join(units.texts) + _fft_unit(kernels) + units_c.runtime_unit())
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
@@ -271,6 +271,17 @@ _EMITTERS = {
 _DEFAULT_EMITTER = (emit_kernel, False)
 
 
+def _fft_unit(kernels) -> str:
+    """The FFT code every FFT kernel calls, one unit for the program (the same text for every
+    program of the same precisions, so compiled once into the unit cache)."""
+    precisions = sorted({fft.precision(k.root) for k in kernels if k.kind == "fft"})
+    if not precisions:
+        return ""
+    body = fft.runtime_source(precisions)
+    return units_c.marker("fft_" + "_".join(precisions), units_c.KERNEL_OPT) + \
+        units_c.head(body) + body
+
+
 class _KernelUnits:
     """The program's kernels as units (lowering/units.py): each kernel's C is written with its
     own dim names and SELF for its name, then named after its content; kernels with the same
@@ -293,7 +304,7 @@ class _KernelUnits:
                                               [f"const int64_t {local[v]}" for v in dims])
         text = re.sub(rf"\b{re.escape(k.name)}", units_c.SELF, w.text())
         extra = (rng.C_HELPERS if k.kind == "rng" else "") + \
-            (fft.runtime_source([fft.precision(k.root)]) if k.kind == "fft" else "")
+            (fft.declarations(fft.precision(k.root)) if k.kind == "fft" else "")
         symbol, unit = units_c.kernel_unit(text, lapack=k.kind == "lapack", extra=extra)
         self.symbols[k.name] = symbol
         if symbol not in self._seen:

@@ -46,16 +46,35 @@ def precision(op: Op) -> str:
     return "float" if single(op.operands[0].dtype) else "double"
 
 
+# what kernels call of the FFT unit, defined there and hidden inside the library
+_EXPORTED = ("jd_fft_build", "jd_fft_drop", "jd_rfft_build", "jd_rfft_drop", "jd_fft_axes_work",
+             "jd_rfft_work", "jd_fft_axes", "jd_rfft_forward", "jd_rfft_inverse")
+_CACHED = ("JD_RT void *jd_dft_cached(void **slot, int64_t n, void *(*build)(int64_t), "
+           "void (*drop)(void *));\n")
+
+
+def _in_precision(text: str, real: str) -> str:
+    text = text.replace("jd_real", real)
+    return re.sub(r"\bjd_(r?)fft_", r"jd_\1fftf_", text) if real == "float" else text
+
+
 def runtime_source(precisions) -> str:
-    """jd_fft.h, then jd_fft_real.h once per precision ("double", "float") a kernel uses."""
-    body = c_runtime.source("jd_fft_real.h")
-    parts = [c_runtime.source("jd_fft.h")]
+    """The FFT unit's code: jd_fft.h, then jd_fft_real.h once per precision ("double",
+    "float") the program uses, its entry points (_EXPORTED, jd_dft_cached) made hidden
+    functions of the library instead of static ones."""
+    exported = "|".join(_EXPORTED)
+    parts = [c_runtime.source("jd_fft.h").replace("static void *jd_dft_cached(",
+                                                  "JD_RT void *jd_dft_cached(")]
     for real in sorted(set(precisions)):
-        text = body.replace("jd_real", real)
-        if real == "float":
-            text = re.sub(r"\bjd_(r?)fft_", r"jd_\1fftf_", text)
-        parts.append(f"/* jd_fft_real.h in {real} */\n{text}")
+        text = re.sub(rf"^static (\w+ \*?)({exported})\(", r"JD_RT \1\2(",
+                      c_runtime.source("jd_fft_real.h"), flags=re.M)
+        parts.append(f"/* jd_fft_real.h in {real} */\n{_in_precision(text, real)}")
     return "\n".join(parts)
+
+
+def declarations(precision: str) -> str:
+    """What an FFT kernel of this precision calls of the FFT unit (jd_fft_api.h)."""
+    return _CACHED + _in_precision(c_runtime.source("jd_fft_api.h"), precision)
 
 
 def fft_type(op: Op) -> str:

@@ -12,11 +12,14 @@
     jd_rng.h            Philox and ThreeFry counter-based random bits
     jd_fft.h            discrete Fourier transforms of any length (mixed radix, Rader, Bluestein)
     jd_fft_real.h       ... their passes and plans, over a working precision (lowering/fft.py)
+    jd_fft_api.h        ... what an FFT kernel calls of them (they are one unit per program)
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
 packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h and jd_gemm.h are the runtime unit
-(lowering/units.py), compiled once for every program; the other units include jd_shared.h. tests/test_c_runtime.py compiles each header.
+(lowering/units.py), compiled once for every program; jd_fft.h and jd_fft_real.h are the FFT
+unit of a program with FFTs, whose kernels carry jd_fft_api.h; the other units include
+jd_shared.h. tests/test_c_runtime.py compiles each header.
 """
 
 from __future__ import annotations
@@ -32,5 +35,5 @@ def source(name: str) -> str:
 
 
 HEADERS = ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_gemm.h", "jd_arena.h",
-           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h",
+           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h",
            "jd_keep_branches.h")

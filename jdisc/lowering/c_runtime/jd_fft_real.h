@@ -377,7 +377,7 @@ static int64_t jd_fft_axes_work(const jd_fft_plan *const *plans, const int64_t *
        E[k] = (Z[k] + conj Z[h-k]) / 2,   O[k] = (Z[k] - conj Z[h-k]) / 2i,
        X[k] = E[k] + w^k O[k]   (h = n / 2, w = exp(-2 pi i / n), Z[h] = Z[0]).
    An odd n runs the complex transform of length n. */
-typedef struct {
+typedef struct jd_rfft_plan {
   int64_t n;
   jd_fft_plan plan;   /* length n / 2 (even n) or n */
   jd_real *w;                      /* even n: w^k for k <= n / 2 */
