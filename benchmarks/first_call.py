@@ -1,16 +1,18 @@
-"""The first call and a short stream, cold: jax.jit, jdisc.jit, and jdisc.jit(bridge=True)
-(jdisc compiles in a background thread while jax.jit serves the calls), each in a fresh
-process with an empty jdisc cache.
+"""The first call and a short stream, cold: jax.jit, jdisc.jit as users get it (the bridge:
+the first call runs with jax.jit while jdisc compiles in a background thread), and
+jdisc.jit(bridge=False) (the first call waits for jdisc's compile), each in a fresh process
+with an empty jdisc cache.
 
     python benchmarks/first_call.py [--workloads W1,W2,W3,W4] [--repeats 3] [--json OUT.json]
+    python benchmarks/first_call.py --table RESULT.json [RESULT.json ...]
 
 Per workload (jdisc/bench/workloads.py) and repeat, one process per side:
 * first call: the time of the first call at (B, S) = (2, 37) (trace, compile, run);
 * stream: three distinct shapes, each called twice in the order a b c a b c, end to end from
-  the first call (each jax.jit shape compiles once; jdisc compiles once; bridged jdisc serves
-  calls with jax.jit until its program is ready, then runs it).
+  the first call (each jax.jit shape compiles once; jdisc compiles once; with the bridge, the
+  first call is served by jax.jit and the second waits for jdisc's program).
 Medians over the repeats; ratio = side / jax.jit. Run on a quiet machine (the load average is
-printed before and after).
+recorded before and after).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ shapes = [(2, 37), (3, 61), (5, 23)]
 args = [jax.device_put(wl.make_args(b, s, np.random.default_rng(0))) for b, s in shapes]
 jax.block_until_ready(jax.jit(lambda x: x + 1)(np.ones(3, np.float32)))   # start-up costs
 f = jax.jit(wl.fn) if side == "xla" else jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes,
-                                                    bridge=side == "bridge")
+                                                    bridge=side == "jdisc")
 t0 = time.perf_counter()
 jax.block_until_ready(f(*args[0]))
 first = time.perf_counter() - t0
@@ -45,7 +47,7 @@ print(json.dumps({"first_s": first, "stream_s": stream,
                   "bridged": f.stats().get("bridged_calls", 0) if side != "xla" else 0}))
 """
 
-SIDES = ("xla", "jdisc", "bridge")
+SIDES = ("xla", "jdisc", "nobridge")
 
 
 def _child(name: str, side: str) -> dict:
@@ -56,34 +58,54 @@ def _child(name: str, side: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def print_table(rows: dict) -> None:
+    print(f"{'':4} {'xla first s':>11} {'jdisc':>7} {'ratio':>6} {'no bridge':>9} {'ratio':>6} |"
+          f" {'xla stream s':>12} {'jdisc':>7} {'ratio':>6} {'no bridge':>9} {'ratio':>6}")
+    for name, r in rows.items():
+        x, j, n = r["xla"], r["jdisc"], r["nobridge"]
+        print(f"{name:4} {x['first_s']:11.3f} {j['first_s']:7.3f} "
+              f"{j['first_s'] / x['first_s']:6.2f} {n['first_s']:9.3f} "
+              f"{n['first_s'] / x['first_s']:6.2f} | {x['stream_s']:12.3f} {j['stream_s']:7.3f} "
+              f"{j['stream_s'] / x['stream_s']:6.2f} {n['stream_s']:9.3f} "
+              f"{n['stream_s'] / x['stream_s']:6.2f}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="W1,W2,W3,W4")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", metavar="OUT.json")
+    p.add_argument("--table", nargs="+", metavar="RESULT.json",
+                   help="print the tables of result files")
     opts = p.parse_args(argv)
-    print(f"load average before: {os.getloadavg()}; {os.cpu_count()} CPUs")
+    if opts.table:
+        for path in opts.table:
+            with open(path) as f:
+                d = json.load(f)
+            print(f"{path}: {d['machine']}; load {d['load_before']} -> {d['load_after']}; "
+                  f"medians of {d['repeats']}")
+            print_table(d["rows"])
+        return
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before}; {os.cpu_count()} CPUs")
     rows = {}
     for name in opts.workloads.split(","):
         runs = {side: [_child(name, side) for _ in range(opts.repeats)] for side in SIDES}
         rows[name] = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                       for side, rs in runs.items()}
         rows[name]["all"] = runs
-    print(f"{'':4} {'xla first s':>11} {'jdisc':>7} {'ratio':>6} {'bridge':>7} {'ratio':>6} |"
-          f" {'xla stream s':>12} {'jdisc':>7} {'ratio':>6} {'bridge':>7} {'ratio':>6}"
-          f" {'bridged calls':>13}")
-    for name, r in rows.items():
-        x, j, b = r["xla"], r["jdisc"], r["bridge"]
-        print(f"{name:4} {x['first_s']:11.3f} {j['first_s']:7.3f} "
-              f"{j['first_s'] / x['first_s']:6.2f} {b['first_s']:7.3f} "
-              f"{b['first_s'] / x['first_s']:6.2f} | {x['stream_s']:12.3f} {j['stream_s']:7.3f} "
-              f"{j['stream_s'] / x['stream_s']:6.2f} {b['stream_s']:7.3f} "
-              f"{b['stream_s'] / x['stream_s']:6.2f} {b['bridged']:13.0f}")
-    print(f"load average after: {os.getloadavg()}; medians of {opts.repeats}, one process "
+    print_table(rows)
+    load_after = os.getloadavg()
+    print(f"load average after: {load_after}; medians of {opts.repeats}, one process "
           f"and an empty jdisc cache per run")
     if opts.json:
+        from jdisc.bench import machine_info, machine_line
+        machine = machine_line(machine_info()).removeprefix("machine: ")
         with open(opts.json, "w") as f:
-            json.dump(rows, f, indent=2)
+            json.dump({"machine": machine, "repeats": opts.repeats,
+                       "load_before": [round(v, 2) for v in load_before],
+                       "load_after": [round(v, 2) for v in load_after], "rows": rows}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from jdisc import driver, interop
+from jdisc import bridge as bridging, driver, interop
 from jdisc.aot import Explanation, Lowered
 from jdisc.compiled import Compiled
 from jdisc.dynamic_passes.ir.dtypes import dtype_name, dtype_problem
@@ -32,19 +32,6 @@ class _XlaFallback:
     def __init__(self, fn: Callable, reason: JdiscError):
         self.fn = fn
         self.reason = reason
-
-
-class _Bridge:
-    """A compile running in the background (jit(..., bridge=True)): until it is done, calls
-    are served by `jax.jit` at their exact shapes."""
-
-    def __init__(self, fn: Callable, thread: threading.Thread):
-        self.fn = fn
-        self.thread = thread
-        self.result: Any = None        # the Compiled entry, or the exception the compile raised
-
-    def done(self) -> bool:
-        return not self.thread.is_alive()
 
 
 def fallback_warning(name: str, err: JdiscError) -> str:
@@ -143,14 +130,14 @@ class JdiscFunction:
 
     def __init__(self, fun: Callable, dynamic_axes: Any, constraints: Sequence[str],
                  static_argnums: Sequence[int], static_argnames: Sequence[str],
-                 fallback: str | None = None, bridge: bool = False, strict: bool = False,
+                 fallback: str | None = None, bridge: bool | None = None, strict: bool = False,
                  donate_argnums: Sequence[int] = (), donate_argnames: Sequence[str] = ()):
         if fallback not in (None, "xla"):
             raise ArgumentError(f"fallback must be None or 'xla', got {fallback!r}")
         self.fallback = fallback
-        self.bridge = bool(bridge)
+        self.bridge = bridging.default() if bridge is None else bool(bridge)
         self.strict = bool(strict)
-        self._bridges: dict[Any, _Bridge] = {}
+        self._bridges: dict[Any, bridging.Bridge] = {}
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.dynamic_axes = dynamic_axes
@@ -260,7 +247,7 @@ class JdiscFunction:
 
     # -- compile and call -----------------------------------------------------------------
     def _compile(self, args: tuple, kwargs: dict, key: tuple, dynamic: list,
-                 dyn_names: list[str], fun: Callable) -> Compiled:
+                 dyn_names: list[str], fun: Callable, background: bool = False):
         if self._signature is not None:
             try:
                 self._signature.bind(*args, **kwargs)
@@ -278,7 +265,7 @@ class JdiscFunction:
                                      self._donated_positions(n_args, dyn_names))
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)
-        if self.bridge:      # the arguments are checked: the rest runs in the background
+        if background:      # the arguments are checked: the rest runs in the background
             return lambda: self._build(fun, leaves, in_tree, t0)
         return self._build(fun, leaves, in_tree, t0)
 
@@ -317,16 +304,21 @@ class JdiscFunction:
         if entry is None:
             with self._lock:
                 entry = self._compiled.get(key)
-                if entry is None and self.bridge:
-                    entry = self._bridged(args, kwargs, key, dynamic, names, fun, wait)
-                    if isinstance(entry, _Bridge):
+                if entry is None and (key in self._bridges or self.bridge and not wait and
+                                      not interop.is_traced(flat) and
+                                      not bridging.seen(self.fun, key, self._config())):
+                    entry = self._bridged(args, kwargs, key, dynamic, names, fun)
+                    if isinstance(entry, bridging.Bridge):
                         return entry, dynamic, flat, treedef
                 elif entry is None:
                     try:
-                        entry = self._compile(args, kwargs, key, dynamic, names, fun)
+                        entry = self._compile(args, kwargs, key, dynamic, names, fun,
+                                              background=False)
                     except (UnsupportedOpError, CompileError) as err:
                         entry = self._fall_back(err, self._jax_jit(fun, key, names))
                     self._compiled[key] = entry
+                    if isinstance(entry, Compiled):
+                        bridging.remember(self.fun, key, self._config())
         return entry, dynamic, flat, treedef
 
     def _fall_back(self, err: JdiscError, jitted: Callable) -> _XlaFallback:
@@ -336,41 +328,36 @@ class JdiscFunction:
         self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
         return _XlaFallback(jitted, err)
 
-    def _bridged(self, args, kwargs, key, dynamic, names, fun, wait: bool):
-        """bridge=True (under self._lock): on the first call, check the arguments here and
-        make the compile's background thread (started after jax.jit has served that call, so
-        that its XLA compile has the CPUs); while it runs, return the _Bridge (the call goes to
-        jax.jit); once it is done, its entry (or its error) as without bridging."""
-        bridge = self._bridges.get(key)
-        if bridge is None:
-            build = self._compile(args, kwargs, key, dynamic, names, fun)
-
-            def background():
-                try:
-                    bridge.result = build()
-                except BaseException as err:        # noqa: BLE001 - re-raised by the caller
-                    bridge.result = err
-            bridge = self._bridges[key] = _Bridge(self._jax_jit(fun, key, names), threading.Thread(
-                target=background, name=f"jdisc compile of {self.__name__}", daemon=True))
-        if not bridge.thread.ident:     # __call__ starts it once jax.jit has served the call
-            if not wait:
-                return bridge
-            bridge.thread.start()
-        if bridge.thread.is_alive() and not wait:
-            return bridge
-        bridge.thread.join()
+    def _bridged(self, args, kwargs, key, dynamic, names, fun):
+        """The bridge (bridge.py; under self._lock): the first call checks the arguments here
+        and makes the compile's background thread, which __call__ starts once jax.jit has
+        served that call (so that its XLA compile has the CPUs), and returns the Bridge; every
+        later call waits for the compile and gets its entry (or its error) as without it."""
+        b = self._bridges.get(key)
+        if b is None:
+            build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
+            self._bridges[key] = bridging.Bridge(self._jax_jit(fun, key, names), build,
+                                                 self.__name__)
+            return self._bridges[key]
+        result = b.wait()
         del self._bridges[key]
-        result = bridge.result
         if isinstance(result, (UnsupportedOpError, CompileError)):
-            result = self._fall_back(result, bridge.fn)
+            result = self._fall_back(result, b.fn)
         elif isinstance(result, BaseException):
             raise result
         self._compiled[key] = result
+        if isinstance(result, Compiled):
+            bridging.remember(self.fun, key, self._config())
         return result
 
+    def _config(self) -> str:
+        """What besides the function and the program key decides its compile (bridge.seen)."""
+        return repr((self.dynamic_axes, self.constraints, self.donate_argnums,
+                     self.donate_argnames))
+
     def compiled_for(self, *args, **kwargs) -> Compiled:
-        """The compiled program serving these arguments (compiling it on first use; with
-        bridge=True, waiting for the background compile)."""
+        """The compiled program serving these arguments (compiling it on first use, or
+        waiting for the bridge's background compile)."""
         return self._entry(args, kwargs)[0]
 
     def __call__(self, *args, **kwargs):
@@ -380,17 +367,13 @@ class JdiscFunction:
                 self._stats["calls"] += 1
                 return entry.unflatten(entry.call_flat(args))
         entry, dynamic, flat, treedef = self._entry(args, kwargs, wait=False)
-        if isinstance(entry, (_XlaFallback, _Bridge)):
+        if isinstance(entry, (_XlaFallback, bridging.Bridge)):
             self._stats["calls"] += 1
-            if not isinstance(entry, _Bridge):
+            if not isinstance(entry, bridging.Bridge):
                 return entry.fn(*dynamic)
             self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
-            try:
-                return entry.fn(*dynamic)
-            finally:          # after the first call, so that its XLA compile has the CPUs
-                with self._lock:
-                    if not entry.thread.ident:
-                        entry.thread.start()
+            with self._lock:
+                return entry.first_call(dynamic)
         if treedef != entry.in_tree:
             raise ArgumentError(_structure_mismatch(self.__name__, entry, dynamic,
                                                     self._names(len(dynamic))))
@@ -492,7 +475,7 @@ class JdiscFunction:
 def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
         constraints: Sequence[str] = (), static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), fallback: str | None = None,
-        bridge: bool = False, strict: bool = False,
+        bridge: bool | None = None, strict: bool = False,
         donate_argnums: int | Sequence[int] = (), donate_argnames: str | Sequence[str] = ()):
     """Compile `fun` once for symbolic shapes; every later shape runs the same program.
 
@@ -503,12 +486,15 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     CompileError: the C compiler failed, or an internal error in jdisc), warn once and run it
     with `jax.jit` instead (which compiles per shape). Errors in the arguments (ArgumentError,
     DtypeError, ShapeError) never fall back.
-    `bridge=True`: the first call checks the arguments and starts jdisc's compile in a
-    background thread; until it is done, calls run with `jax.jit` at their exact shapes (an
-    XLA compile per new shape, counted in `stats()["bridged_calls"]`), then every call runs
-    jdisc's program. The first call then costs about one XLA compile instead of jdisc's export
-    and C compile; the no-XLA-compile guarantee holds from the moment jdisc's program is ready
-    (`compiled_for` waits for it).
+    `bridge` (default on; `bridge=False` or `JDISC_BRIDGE=0` turns it off): the first call
+    of each program checks the arguments, runs with `jax.jit` at its exact shape (one XLA
+    compile, counted in `stats()["bridged_calls"]`) and compiles jdisc's program in a
+    background thread; every later call runs jdisc's program, waiting for the compile if it is
+    still running. The first call then costs about one `jax.jit` first call instead of
+    jdisc's compile, and later calls are the same as without the bridge. Not bridged: a call
+    inside a JAX trace, and a function this cache directory compiled before (its compile is
+    then mostly a cache hit). Errors only jdisc's compile finds (an unsupported op, a failed
+    C compile) are raised by the second call.
     `strict=False` (the default): a call whose arrays have a new dtype or rank, or a new pytree
     structure, compiles a program of its own (counted in `stats()["compiles"]`), as `jax.jit`
     retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming

@@ -79,3 +79,52 @@ def test_a_failed_background_compile_raises_or_falls_back():
         assert fb.compiled_for(x) is not None
         assert_close(fb(x), jax.jit(g)(x), 0)
     assert fb.stats()["fallbacks"] == 1
+
+
+def test_the_bridge_is_the_default_unless_turned_off(monkeypatch):
+    g = lambda x: x + 1
+    monkeypatch.delenv("JDISC_BRIDGE", raising=False)
+    assert jdisc.jit(g).bridge and not jdisc.jit(g, bridge=False).bridge
+    monkeypatch.setenv("JDISC_BRIDGE", "0")
+    assert not jdisc.jit(g).bridge and jdisc.jit(g, bridge=True).bridge
+
+
+def test_one_xla_compile_then_every_call_waits_for_jdisc(cache):
+    # only the first call runs with jax.jit: a later call at the same shape or at a new one
+    # waits for jdisc's program rather than compile with XLA again
+    g = lambda x: jnp.tanh(x) * jnp.sum(x, axis=-1, keepdims=True)
+    f = jdisc.jit(g, dynamic_axes=({0: "b"},), bridge=True)
+    xs = [np.linspace(-1, 1, 3 * n, dtype=np.float32).reshape(n, 3) for n in (2, 2, 0, 1, 7)]
+    with _XLA.counting() as seen:
+        outs = [f(x) for x in xs]
+    assert seen[0] == 1
+    assert f.stats()["bridged_calls"] == 1 and f.stats()["compiles"] == 1
+    for x, y in zip(xs, outs):
+        assert isinstance(y, jax.Array)
+        assert_close(y, jax.jit(g)(x), 1e-6)
+
+
+def test_a_first_call_inside_a_trace_is_not_bridged(cache):
+    g = lambda x: x * 2 + 1
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    x = np.arange(5, dtype=np.float32)
+    assert_close(jax.jit(lambda v: f(v) - 1)(x), x * 2, 0)
+    assert f.stats().get("bridged_calls", 0) == 0 and f.stats()["compiles"] == 1
+
+
+def test_a_function_compiled_before_in_this_cache_is_not_bridged(cache):
+    # its compile is then mostly a cache hit, cheaper than an XLA compile: no bridge
+    def g(x):
+        return jnp.cos(x) + 3
+    x = np.arange(6, dtype=np.float32)
+    first = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    first(x)
+    first.compiled_for(x)
+    again = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    assert_close(again(x), np.cos(x) + 3, 1e-6)
+    assert again.stats().get("bridged_calls", 0) == 0
+    assert again.stats()["compiles"] == 1 and again.stats()["cache_hits"] == 1
+    other = jdisc.jit(g, dynamic_axes=({0: "m"},), bridge=True)   # another configuration
+    other(x)
+    assert other.stats()["bridged_calls"] == 1
+    other.compiled_for(x)

@@ -17,7 +17,8 @@ memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / tim
 (scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc may use), each on its
 own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It
 also reports jdisc's kernels by kind and times a stream that visits every shape twice in a
-shuffled order, each side starting cold. Progress goes to stderr, tables to stdout; `--plot`
+shuffled order, each side starting cold (jdisc as users get it: its first call bridged by
+jax.jit while it compiles, jdisc.bridge). Progress goes to stderr, tables to stdout; `--plot`
 draws latency against shape (needs matplotlib: `pip install 'jdisc[plot]'`). Every compile goes
 to a fresh cache directory under a temporary directory (so it is cold), never to the user's
 cache.
@@ -236,7 +237,8 @@ def warm_up() -> dict:
     xla_s, _ = timed(jax.jit(lambda v: v * 2.0 + 1.0), (x,))
     fresh_cache_dir("warmup")
     t0 = time.perf_counter()
-    jdisc_s, _ = timed(jdisc.jit(lambda v: v * 2.0 + 1.0, dynamic_axes=({0: "n"},)), (x,))
+    jdisc_s, _ = timed(jdisc.jit(lambda v: v * 2.0 + 1.0, dynamic_axes=({0: "n"},),
+                                 bridge=False), (x,))
     eager.module(wait=True)
     return {"xla_s": xla_s, "jdisc_s": jdisc_s, "eager_path_s": time.perf_counter() - t0}
 
@@ -247,7 +249,7 @@ def run_stream(wl: Workload, args: list, order: list[int]) -> dict:
     compiles)."""
     jax.clear_caches()
     fresh_cache_dir(f"{wl.name}-stream")
-    jf = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)
+    jf = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)     # as users get it: the bridge on
     t0 = time.perf_counter()
     for i in order:
         jax.block_until_ready(jf(*args[i]))
@@ -267,7 +269,7 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
     """All measurements for one workload; see the module docstring."""
     args = [jax.device_put(wl.make_args(b, s, np.random.default_rng(seed))) for b, s in shapes]
     fresh_cache_dir(wl.name)
-    jf = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)
+    jf = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes, bridge=False)   # the compile, timed
     log(f"[{wl.name}] jdisc compile (first call at B={shapes[0][0]} S={shapes[0][1]})")
     jdisc_compile_s, _ = timed(jf, args[0])
     rows = []

@@ -98,12 +98,13 @@ def _clear_units(units: Path) -> tuple[int, int]:
 
 
 def clear(root: str | None = None) -> tuple[int, int]:
-    """Remove every entry not in use, the units' objects not in use, and the compiler probes'
-    verdicts (probe.py: they are redone on the next compile); returns the entries (removed,
+    """Remove every entry not in use, the units' objects not in use, the compiler probes'
+    verdicts (probe.py: they are redone on the next compile) and the bridge's hints; returns the entries (removed,
     skipped because in use)."""
     removed = busy = 0
     base = Path(root or compiler.cache_dir())
     shutil.rmtree(base / "probes", ignore_errors=True)
+    shutil.rmtree(base / "seen", ignore_errors=True)     # the bridge's hints (jdisc/bridge.py)
     _clear_units(base / "units")
     for e in entries(root):
         try:

@@ -1,0 +1,107 @@
+"""The bridge: a program's first call runs with `jax.jit` while jdisc compiles in the background.
+
+A jdisc compile costs a few XLA compiles (mostly the C compiler), and a user's first call
+waits for it. With the bridge (the default; `jit(..., bridge=False)` or `JDISC_BRIDGE=0`
+turn it off) the first call of each program checks its arguments, runs with `jax.jit` at its
+exact shape, and starts jdisc's compile in a thread; every later call runs jdisc's program,
+waiting for the compile if it is still running. So exactly one call per program is served
+by XLA (one XLA compile), and every later call is the same as without the bridge.
+
+The bridge is skipped where it would cost more than it saves: inside a JAX trace (the trace
+must embed jdisc's program), and when this cache directory has compiled the same function
+before (`seen`/`remember`): then the compile is mostly a cache hit, cheaper than an XLA
+compile. That test is a hint keyed by the function's code, never a correctness question: a
+wrong guess only makes the first call compile in the foreground, as without the bridge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Any, Callable
+
+from jdisc.custom_calls.compiler import cache_dir
+from jdisc.version import __version__
+
+
+def default() -> bool:
+    """Whether jit(..., bridge=None) bridges: `JDISC_BRIDGE=0` turns the default off."""
+    return os.environ.get("JDISC_BRIDGE", "1").strip().lower() not in ("0", "false", "no", "")
+
+
+class Bridge:
+    """A compile running in the background, and the `jax.jit` that served the first call."""
+
+    def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
+        self.fn = fn
+        self.result: Any = None        # the Compiled entry, or the exception the compile raised
+        self.thread = threading.Thread(target=self._run, args=(build,), daemon=True,
+                                       name=f"jdisc compile of {name}")
+
+    def _run(self, build: Callable[[], Any]) -> None:
+        try:
+            self.result = build()
+        except BaseException as err:        # noqa: BLE001 - re-raised by the caller
+            self.result = err
+
+    def first_call(self, args: list) -> Any:
+        """The first call, with jax.jit; the compile starts after it, so that XLA's compile
+        has the CPUs (started beside it, jdisc's export and passes competed with jax's tracing
+        for the GIL and made the first call 1.4-2x slower, and the stream no faster)."""
+        try:
+            return self.fn(*args)
+        finally:
+            self.start()
+
+    def start(self) -> None:
+        if not self.thread.ident:
+            self.thread.start()
+
+    def wait(self) -> Any:
+        """The compile's result (starting it if the first call has not): the entry or error."""
+        self.start()
+        self.thread.join()
+        return self.result
+
+    def done(self) -> bool:
+        return bool(self.thread.ident) and not self.thread.is_alive()
+
+
+def _identity(fun: Callable) -> str:
+    """The function's code: module, qualified name, file, line and bytecode (a closure's
+    captured values are not in it: two closures of one code share a hint)."""
+    target = getattr(fun, "__wrapped__", fun)
+    code = getattr(target, "__code__", None) or getattr(
+        getattr(target, "__call__", None), "__code__", None)
+    parts = [getattr(target, "__module__", ""), getattr(target, "__qualname__",
+                                                         type(target).__qualname__)]
+    if code is not None:
+        parts += [code.co_filename, str(code.co_firstlineno),
+                  hashlib.sha256(code.co_code).hexdigest()]
+    return "\0".join(map(str, parts))
+
+
+def _hint_path(fun: Callable, key: Any, config: str) -> str:
+    text = "\0".join([__version__, _identity(fun), repr(key), config])
+    digest = hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
+    return os.path.join(cache_dir(), "seen", digest[:2], digest)
+
+
+def seen(fun: Callable, key: Any, config: str) -> bool:
+    """Whether this cache directory has compiled this function for this key before."""
+    try:
+        return os.path.exists(_hint_path(fun, key, config))
+    except Exception:       # noqa: BLE001 - a hint only: an odd key or a full disk bridges
+        return False
+
+
+def remember(fun: Callable, key: Any, config: str) -> None:
+    """Record a finished compile (an empty file; `jdisc cache clear` removes them)."""
+    try:
+        path = _hint_path(fun, key, config)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a"):
+            pass
+    except Exception:       # noqa: BLE001 - a hint only
+        pass
