@@ -97,13 +97,14 @@ def _leaf_signature(x: Any) -> tuple:
     dt = getattr(x, "dtype", None)
     if dt is None:
         return (type(x), np.ndim(x))
-    canon = _CANONICAL.get(dt)
+    key = (dt, _X64.value if _X64 is not None else jax.config.jax_enable_x64)
+    canon = _CANONICAL.get(key)     # float64 is float32 without x64: the mode is in the key
     if canon is None:
         try:
             canon = np.dtype(jax.dtypes.canonicalize_dtype(dt))
         except (TypeError, ValueError):
             canon = dt
-        _CANONICAL[dt] = canon
+        _CANONICAL[key] = canon
     return (canon, len(x.shape))
 
 

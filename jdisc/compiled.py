@@ -33,6 +33,9 @@ class Compiled:
                                if i not in set(self.kept) and self.leaves[i].axes]
         self._all_kept = list(self.kept) == list(range(len(self.leaves)))
         self._donated = [i for i, leaf in enumerate(self.leaves) if leaf.donated]
+        self._plain = self._all_kept and not self._donated    # the common eager call
+        tree = exported.out_tree
+        self._one_result = tree.num_nodes == 1 and tree.num_leaves == 1
         # made by interop.py when the program meets a JAX transformation, then kept
         self.traceable: Callable | None = None   # the flat call as JAX primitives
         self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
@@ -42,16 +45,23 @@ class Compiled:
 
     def unflatten(self, outs: list) -> Any:
         """The flat results in the function's output structure."""
-        tree = self.exported.out_tree
-        if tree.num_nodes == 1 and tree.num_leaves == 1:     # one array, not in a container
+        if self._one_result:     # one array, not in a container
             return outs[0]
-        return jax.tree_util.tree_unflatten(tree, outs)
+        return jax.tree_util.tree_unflatten(self.exported.out_tree, outs)
 
     @property
     def c_source(self) -> str:
         return self.executable.cprog.source
 
     def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
+        fast = self.executable.fast_call
+        if fast is not None and self._plain and len(flat_args) == len(self.leaves):
+            try:    # the common eager call: the results made in C, or None (the paths below)
+                outs = fast(flat_args)
+            except ShapeError as err:
+                raise self._explain_shape_error(err, flat_args) from None
+            if outs is not None:
+                return outs
         try:
             return self._call_flat(flat_args)
         except _Sharded:        # sharded inputs: the program once per shard (sharding.py)
@@ -62,10 +72,10 @@ class Compiled:
             raise ArgumentError(f"expected {len(self.leaves)} array leaves, got {len(flat_args)}")
         fast = self.executable.fast_call
         donation = self.executable.cprog.donation
-        if fast is not None and self._all_kept and not self._donated:   # the common eager call
+        if fast is not None and self._plain:    # committed inputs, a jax.default_device
             device = _committed_device(flat_args, self.leaves)
             try:
-                outs = fast(flat_args if type(flat_args) is list else list(flat_args), None)
+                outs = fast.numpy(flat_args, None)
             except ShapeError as err:
                 raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:
@@ -75,9 +85,9 @@ class Compiled:
             kept = list(flat_args) if self._all_kept else [flat_args[i] for i in self.kept]
             given = self._donated_buffers(flat_args) if donation else {}
             try:
-                outs = fast(kept, tuple(given[j][1] if j in given else None
-                                        for j in range(len(self.exported.out_names)))
-                            if given else None)
+                outs = fast.numpy(kept, tuple(given[j][1] if j in given else None
+                                              for j in range(len(self.exported.out_names)))
+                                  if given else None)
             except ShapeError as err:
                 raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jdisc
+from conftest import assert_close
 from jdisc.custom_calls import eager
 from jdisc.errors import DtypeError, ShapeError
 
@@ -143,3 +144,186 @@ def test_calls_of_jax_arrays_skip_the_lookup_but_not_the_dtype():
     out = single(a)
     assert isinstance(out, jax.Array) and out.shape == (5,)
     assert isinstance(jdisc.jit(lambda x: [x], dynamic_axes=({0: "n"},))(a), list)
+
+
+# -- results made as jax.Arrays in C (eager.c's maker) ------------------------------------
+
+def _ctypes_results(jf, *args):
+    """jf's results through the ctypes path (to_jax in Python), the C path left as it was."""
+    ex = jf.compiled_for(*args).executable
+    fast = ex.__dict__.get("_fast")
+    ex.__dict__["_fast"] = None
+    try:
+        return jf(*args)
+    finally:
+        ex.__dict__["_fast"] = fast
+
+
+def _assert_same_arrays(got, want, tol=0.0):
+    """The same kind of jax.Arrays; values within `tol` of the largest (0: bit for bit)."""
+    from jax._src.array import ArrayImpl
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is ArrayImpl and g.shape == w.shape and g.dtype == w.dtype
+        assert g.devices() == w.devices()
+        if g.nbytes < 1 << 20:      # DLPack's results (from 1 MiB) are committed
+            assert g.committed == w.committed and g.sharding == w.sharding
+        assert_close(g, w, tol)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 300000])
+def test_c_made_arrays_agree_with_the_ctypes_path(n):
+    # the results the C path makes (jax's batched put from C; DLPack from 1 MiB on: 300000 x
+    # (f32 + i32 + f32) is over it) are the arrays the ctypes path makes, and each call's are
+    # its own
+    f = lambda x: (x * 2, (x > 0).astype(jnp.int32), jnp.sum(x))
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
+    x = jnp.asarray(np.linspace(-1, 2, n, dtype=np.float32))
+    got = jf(x)
+    fast = jf.compiled_for(x).executable.fast_call
+    if fast is None:
+        pytest.skip("no C extension here")
+    assert fast((x,)) is not None         # the C path makes these results
+    again = jf(x + 1)
+    want = _ctypes_results(jf, x)
+    _assert_same_arrays(got, want)
+    _assert_same_arrays(got, jax.jit(f)(x), 1e-5)       # the sum: not in XLA's order
+    _assert_same_arrays(again, jax.jit(f)(x + 1), 1e-5)
+    assert jf.stats()["compiles"] == 1
+
+
+def test_c_made_arrays_for_many_outputs_of_every_kind():
+    # rank 0 to 3, bool, integer, float and complex outputs, some of size 0
+    def f(x, m):
+        outs = [x, x * 2, x.sum(), x[None], x[:, None] * x[None, :], (x > 0),
+                x.astype(jnp.int8), x.astype(jnp.complex64) * 1j, m.astype(jnp.uint8),
+                jnp.zeros((0,), jnp.float32) + x[:0], x.reshape(1, -1, 1)]
+        return tuple(outs * 3)
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"}))
+    for n in (1, 4, 0):
+        x = jnp.asarray(np.arange(n, dtype=np.float32) - 1)
+        m = jnp.asarray(np.arange(n) % 2 == 0)
+        got = jf(x, m)
+        fast = jf.compiled_for(x, m).executable.fast_call
+        assert (fast is not None and fast((x, m)) is not None) or not eager.enabled()
+        _assert_same_arrays(got, jax.jit(f)(x, m), 1e-6)
+        _assert_same_arrays(got, _ctypes_results(jf, x, m))
+    assert jf.stats()["compiles"] == 1
+
+
+def test_committed_and_numpy_inputs_around_the_c_made_arrays():
+    # a committed input: results committed to its device, as jax.jit gives them (the C path
+    # hands the call to Python); numpy inputs and mixes: uncommitted on the default device
+    f = lambda x, y: x * y + 1
+    jf, xf = jdisc.jit(f, dynamic_axes=({0: "n"}, {0: "n"})), jax.jit(f)
+    a = np.arange(5, dtype=np.float32)
+    d = jax.devices()[0]
+    cases = [(jax.device_put(a, d), jnp.asarray(a)), (jnp.asarray(a), a), (a, a),
+             (jax.device_put(a, d), a), [jnp.asarray(a), jnp.asarray(a)]]
+    for args in cases:
+        _assert_same_arrays([jf(*args)], [xf(*args)])
+    with jax.default_device(d):        # a default device set: placed by Python, uncommitted
+        _assert_same_arrays([jf(jnp.asarray(a), a)], [xf(jnp.asarray(a), a)])
+    assert jf.stats()["compiles"] == 1
+
+
+def test_programs_whose_maker_is_missing_or_wrong_fall_back():
+    # jax internals other than expected: no maker (results made by to_jax), or a maker the
+    # probe refuses (it makes something else): the same answers
+    from jdisc.custom_calls import runtime
+    from jdisc.errors import RuntimeCheckError
+    f = lambda x: x[1:] * 3
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
+    x = jnp.arange(6, dtype=jnp.float32)
+    want = jf(x)
+    ex = jf.compiled_for(x).executable
+    maker = runtime.array_maker()
+    if ex.fast_call is None or maker is None:
+        pytest.skip("no C extension or no maker here")
+    assert runtime._makes_arrays(ex.fast_call, maker, ex._out_dtypes, ex._out_ranks)
+
+    def program(maker):
+        from jax._src.array import ArrayImpl
+        return eager.program(ex.library.handle, ex._n_dims, [np.float32], [1], ex._out_dtypes,
+                             ex._out_ranks, ArrayImpl, ShapeError, RuntimeCheckError, maker)
+    wrong = maker[:5] + (lambda shape, dtype: jax.core.ShapedArray(shape, np.int32),) + \
+        maker[6:]
+    assert not runtime._makes_arrays(program(wrong), wrong, ex._out_dtypes, ex._out_ranks)
+    plain = program(None)
+    assert plain((x,)) is None and plain.numpy((x,)) is not None
+    ex.__dict__["_fast"] = plain
+    try:
+        _assert_same_arrays([jf(x), jf(np.asarray(x))], [want, want])
+    finally:
+        del ex.__dict__["_fast"]
+
+
+def test_c_made_arrays_leak_no_references_or_memory():
+    # 100k calls: the inputs' and results' reference counts as before, RSS flat
+    import gc
+    import sys
+    jf = jdisc.jit(lambda x, y: (x[4] + 1, x * y), dynamic_axes=({0: "n"}, {0: "n"}))
+    x, y = jnp.arange(8, dtype=jnp.float32), np.ones(8, np.float32)
+    out = jf(x, y)
+    if jf.compiled_for(x, y).executable.fast_call is None:
+        pytest.skip("no C extension here")
+    refs = sys.getrefcount(x), sys.getrefcount(y)
+    out_refs = [sys.getrefcount(o) for o in out]
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+    for _ in range(5000):
+        out = jf(x, y)
+    gc.collect()
+    before = rss()
+    for _ in range(100000):
+        out = jf(x, y)
+    gc.collect()
+    grown = rss() - before
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == refs
+    assert [sys.getrefcount(o) for o in out] == out_refs
+    assert grown < 4 << 20, f"RSS grew by {grown} bytes over 100k calls"
+
+
+_DEFAULT_DEVICE = r"""
+import jax, jax.numpy as jnp, numpy as np, jdisc
+from jdisc.custom_calls import eager
+eager.module(wait=True)
+d = jax.devices()
+assert len(d) == 2, d
+f = lambda x: (x + 1, x.sum())
+jf, xf = jdisc.jit(f, dynamic_axes=({0: "n"},)), jax.jit(f)
+a = np.arange(5, dtype=np.float32)
+for ctx, x in ((jax.default_device(d[1]), jnp.asarray(a)), (jax.default_device(d[1]), a),
+               (jax.default_device(d[0]), jax.device_put(a, d[1]))):
+    with ctx:
+        for g, w in zip(jf(x), xf(x)):
+            assert g.devices() == w.devices() and g.committed == w.committed, (g.devices(),
+                                                                             w.devices())
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+r = jf(jnp.asarray(a))[0]              # no default device set: the first device, as jax.jit
+assert r.devices() == {d[0]} and not r.committed
+assert jf.stats()["compiles"] == 1
+print("ok")
+"""
+
+
+def test_c_made_arrays_follow_jax_default_device():
+    from subprocess_support import run_python
+    proc = run_python(_DEFAULT_DEVICE, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_the_dtype_of_a_numpy_argument_follows_the_x64_mode_of_each_call():
+    # regression: the canonical dtype was remembered per dtype, not per (dtype, x64 mode), so
+    # a float64 numpy array seen without x64 (float32) selected the float32 program under x64
+    f = lambda x: x * 2
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
+    x = np.arange(3, dtype=np.float64)
+    assert jf(x).dtype == jnp.float32
+    with jax.enable_x64(True):
+        got = jf(x)
+        assert got.dtype == jnp.float64
+        np.testing.assert_array_equal(np.asarray(got), x * 2)
+    assert jf(x).dtype == jnp.float32

@@ -1,11 +1,11 @@
 """The eager call path in C: a small CPython extension (eager.c), built on first use.
 
-`fast_call(executable)` returns `call(args) -> list of numpy outputs | None` for a loaded
-program, or None when the extension cannot be built here (no Python headers, no compiler) or
-`JDISC_EAGER_C=0`; the ctypes path in runtime.py then serves every call. The module is built
-once per eager.c, Python and numpy version, into the jdisc cache (`eager-<key>/`), with the
-same compiler as the kernels, in a background thread (about 0.4 s): until it is loaded, calls
-take the ctypes path, so no call waits for it.
+`program(...)` returns a loaded program's `Program` (its calls give jax.Arrays made in C, or
+numpy outputs, or None for the general path), or None when the extension cannot be built here
+(no Python headers, no compiler) or `JDISC_EAGER_C=0`; the ctypes path in runtime.py then
+serves every call. The module is built once per eager.c, Python and numpy version, into the
+jdisc cache (`eager-<key>/`), with the same compiler as the kernels, in a background thread
+(about 0.4 s): until it is loaded, calls take the ctypes path, so no call waits for it.
 """
 
 from __future__ import annotations
@@ -100,17 +100,18 @@ def _load(path: str):
     return mod
 
 
-def fast_call(lib: ctypes.CDLL, n_dims: int, in_dtypes, in_ranks, out_dtypes, out_ranks,
-              array_type, shape_error, run_error):
-    """A one-argument `call(args)` for the program in `lib`, or None (see the module doc;
-    while the module builds, `ready()` is False and a later call may succeed)."""
+def program(lib: ctypes.CDLL, n_dims: int, in_dtypes, in_ranks, out_dtypes, out_ranks,
+            array_type, shape_error, run_error, maker=None):
+    """The extension's `Program` for the program in `lib` (eager.c's header: `program(args)`
+    gives jax.Arrays made in C by `maker`, `program.numpy(args, given)` numpy outputs), or
+    None (see the module doc; while the module builds, `ready()` is False and a later call
+    may succeed)."""
     mod = module() if enabled() and array_type is not None else None
     if mod is None:
         return None
     address = lambda f: ctypes.cast(f, ctypes.c_void_p).value   # noqa: E731
     plan = (address(lib.jd_prepare), address(lib.jd_run), n_dims, array_type,
             tuple(np.dtype(d) for d in in_dtypes), tuple(in_ranks),
-            tuple(np.dtype(d) for d in out_dtypes), tuple(out_ranks), shape_error, run_error)
-    call = mod.call
-    return lambda args, given=None: call(plan, args) if given is None else \
-        call(plan, args, given)
+            tuple(np.dtype(d) for d in out_dtypes), tuple(out_ranks), shape_error, run_error,
+            maker)
+    return mod.Program(plan)

@@ -46,9 +46,10 @@ class Executable:
 
     @property
     def fast_call(self):
-        """`call(args) -> outputs | None` through the C extension (custom_calls/eager.py): one
-        C call checks, binds, allocates and runs; None where that extension is unavailable
-        (or still being built: asked again on the next call)."""
+        """The program's `Program` in the C extension (custom_calls/eager.py): `fast(args)`
+        checks, binds, allocates, runs and gives the results as jax.Arrays in one C call,
+        `fast.numpy(args, given)` gives numpy outputs; None where that extension is
+        unavailable (or still being built: asked again on the next call)."""
         fast = self.__dict__.get("_fast", False)
         if fast is False:
             fast = self._make_fast_call()
@@ -64,10 +65,19 @@ class Executable:
         except ImportError:     # pragma: no cover - then only numpy inputs take the C path
             ArrayImpl = None
         ins = self.cprog.inputs
-        return eager.fast_call(self.library.handle, self._n_dims,
-                               [numpy_dtype(s.dtype) for s in ins], [len(s.shape) for s in ins],
-                               self._out_dtypes, self._out_ranks, ArrayImpl, ShapeError,
-                               RuntimeCheckError)
+        maker = array_maker()
+
+        def program(maker):
+            return eager.program(self.library.handle, self._n_dims,
+                                 [numpy_dtype(s.dtype) for s in ins], [len(s.shape) for s in ins],
+                                 self._out_dtypes, self._out_ranks, ArrayImpl, ShapeError,
+                                 RuntimeCheckError, maker)
+        fast = program(maker)
+        if fast is not None and maker is not None and not _makes_arrays(fast, maker,
+                                                                         self._out_dtypes,
+                                                                         self._out_ranks):
+            fast = program(None)    # results made in Python (to_jax)
+        return fast
 
     def _scratch(self) -> "_Scratch":
         """Per-thread reusable argument buffers (calls from several threads never share)."""
@@ -206,6 +216,7 @@ def to_jax(arr: np.ndarray, device=None, owned: bool = True):
 
 
 _DEVICE_PUT: list = []
+_MAKER: list = []
 
 
 def _device_put():
@@ -214,8 +225,9 @@ def _device_put():
     a small program is most of a call. None when jax's internals are not as expected."""
     if not _DEVICE_PUT:
         _DEVICE_PUT.append(None)
+        _MAKER.append(None)
         try:
-            from jax._src import core
+            from jax._src import config, core, xla_bridge
             from jax._src.interpreters import pxla
             from jax._src.lib import xla_client
             from jax._src.sharding_impls import SingleDeviceSharding
@@ -236,11 +248,44 @@ def _device_put():
                 return xla_client.batched_device_put(aval, sharding, [arr], [device],
                                                      committed_to is not None)
             probe = np.arange(3, dtype=np.float32)
-            if np.array_equal(np.asarray(put(probe)), probe):
-                _DEVICE_PUT[0] = put
+            if not np.array_equal(np.asarray(put(probe)), probe):
+                return None
+            _DEVICE_PUT[0] = put
+            # the same put, made from C (eager.c's maker), to the default device as
+            # pxla.get_default_device gives it while no jax.default_device is set
+            state, device = config.default_device, xla_bridge.local_devices()[0]
+            if state.value is not None or pxla.get_default_device() == device:
+                _MAKER[0] = (state, SingleDeviceSharding(device), [device],
+                             xla_client.batched_device_put, (False,), core.ShapedArray, to_jax,
+                             ZERO_COPY_MIN_BYTES)
         except Exception:
             pass
     return _DEVICE_PUT[0]
+
+
+def array_maker() -> tuple | None:
+    """What eager.c needs to make results as `put` does (its header: the maker), or None
+    when jax's internals are not as expected (then `to_jax` makes them)."""
+    if not _DEVICE_PUT:
+        _device_put()
+    return _MAKER[0]
+
+
+def _makes_arrays(fast, maker: tuple, dtypes, ranks) -> bool:
+    """Whether `fast` (a Program with `maker`) makes, for each output, the jax.Array that
+    `put` makes: an uncommitted single-device array of the dtype, shape and values."""
+    try:
+        from jax._src.array import ArrayImpl
+        for j, (dtype, rank) in enumerate(zip(dtypes, ranks)):
+            arr = np.ones((2,) + (1,) * (rank - 1) if rank else (), dtype)
+            out = fast.wrap(j, arr)
+            if (type(out) is not ArrayImpl or out._committed or out.sharding != maker[1] or
+                    out.dtype != arr.dtype or out.shape != arr.shape or
+                    np.asarray(out).tobytes() != arr.tobytes()):
+                return False
+        return True
+    except Exception:
+        return False
 
 
 def threads_pinned() -> bool:
