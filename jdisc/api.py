@@ -337,8 +337,14 @@ class JdiscFunction:
         b = self._bridges.get(key)
         if b is None:
             build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
-            self._bridges[key] = bridging.Bridge(self._jax_jit(fun, key, names), build,
-                                                 self.__name__)
+            config = self._config()
+
+            def build_and_remember():    # in the thread: a process may exit before a 2nd call
+                entry = build()
+                bridging.remember(self.fun, key, config)
+                return entry
+            self._bridges[key] = bridging.Bridge(self._jax_jit(fun, key, names),
+                                                 build_and_remember, self.__name__)
             return self._bridges[key]
         result = b.wait()
         del self._bridges[key]
@@ -347,8 +353,6 @@ class JdiscFunction:
         elif isinstance(result, BaseException):
             raise result
         self._compiled[key] = result
-        if isinstance(result, Compiled):
-            bridging.remember(self.fun, key, self._config())
         return result
 
     def _config(self) -> str:

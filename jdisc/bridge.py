@@ -16,9 +16,12 @@ wrong guess only makes the first call compile in the foreground, as without the 
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401 - its exit hook first: see _join_at_exit
 import hashlib
 import os
 import threading
+import time
+import weakref
 from typing import Any, Callable
 
 from jdisc.custom_calls.compiler import cache_dir
@@ -36,10 +39,17 @@ class Bridge:
     def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
         self.fn = fn
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
-        self.thread = threading.Thread(target=self._run, args=(build,), daemon=True,
+        # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
+        # inside jaxlib or the compiler driver aborts the process, and the finished program
+        # is in the cache for the next process
+        self.thread = threading.Thread(target=self._run, args=(build,), daemon=False,
                                        name=f"jdisc compile of {name}")
+        _RUNNING.add(self.thread)
 
     def _run(self, build: Callable[[], Any]) -> None:
+        # hand the GIL back at once: Thread.start() waits for this thread to begin, and the
+        # export's Python would otherwise hold the caller for a switch interval (~5-10 ms)
+        time.sleep(0)
         try:
             self.result = build()
         except BaseException as err:        # noqa: BLE001 - re-raised by the caller
@@ -66,6 +76,24 @@ class Bridge:
 
     def done(self) -> bool:
         return bool(self.thread.ident) and not self.thread.is_alive()
+
+
+_RUNNING: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+
+
+def _join_at_exit() -> None:
+    """Wait for the compiles still running. Called by threading's exit hooks, newest first:
+    registered after concurrent.futures' own (imported above), it runs while the compiler
+    driver's thread pools still take work; non-daemon threads are joined only after them."""
+    for thread in list(_RUNNING):
+        if thread.ident:
+            thread.join()
+
+
+try:
+    threading._register_atexit(_join_at_exit)      # CPython >= 3.9
+except (AttributeError, RuntimeError):      # pragma: no cover - then joined as non-daemons
+    pass
 
 
 def _identity(fun: Callable) -> str:

@@ -128,3 +128,23 @@ def test_a_function_compiled_before_in_this_cache_is_not_bridged(cache):
     other(x)
     assert other.stats()["bridged_calls"] == 1
     other.compiled_for(x)
+
+
+def test_a_process_that_exits_during_the_compile_exits_cleanly(tmp_path):
+    # regression: the compile thread was a daemon, killed inside jaxlib at exit, and the
+    # process aborted (exit code 134, "terminate called ..."). The exit now waits for the
+    # compile, so the next process finds the program in the cache and is not bridged.
+    import subprocess
+    import sys
+    code = ("import numpy as np, jax.numpy as jnp, jdisc\n"
+            "def g(x):\n    return jnp.tanh(x) * 2\n"
+            "f = jdisc.jit(g, dynamic_axes=({0: 'n'},), bridge=True)\n"
+            "y = f(np.ones(5, np.float32))\n"
+            "print(f.stats().get('bridged_calls', 0), f.stats()['compiles'])\n")
+    env = dict(__import__("os").environ, JDISC_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0 and "terminate" not in proc.stderr, proc.stderr
+    assert runs[0].stdout.split() == ["1", "0"]      # bridged; compiled after the call
+    assert runs[1].stdout.split() == ["0", "1"]      # compiled before: a cache hit, no bridge
