@@ -24,6 +24,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+import jax
+
 from jdisc.custom_calls.compiler import cache_dir
 from jdisc.version import __version__
 
@@ -39,6 +41,7 @@ class Bridge:
     def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
         self.fn = fn
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
+        self._first_out: Any = None    # the first call's results, until they are computed
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
         # is in the cache for the next process
@@ -50,17 +53,25 @@ class Bridge:
         # hand the GIL back at once: Thread.start() waits for this thread to begin, and the
         # export's Python would otherwise hold the caller for a switch interval (~5-10 ms)
         time.sleep(0)
+        first, self._first_out = self._first_out, None
+        try:        # and leave the CPUs to the first call's computation until it is done
+            jax.block_until_ready(first)
+        except Exception:       # noqa: BLE001 - the caller sees the call's own error
+            pass
+        del first
         try:
             self.result = build()
         except BaseException as err:        # noqa: BLE001 - re-raised by the caller
             self.result = err
 
     def first_call(self, args: list) -> Any:
-        """The first call, with jax.jit; the compile starts after it, so that XLA's compile
-        has the CPUs (started beside it, jdisc's export and passes competed with jax's tracing
-        for the GIL and made the first call 1.4-2x slower, and the stream no faster)."""
+        """The first call, with jax.jit; the compile starts after XLA's compile (started
+        beside it, jdisc's export and passes competed with jax's tracing for the GIL and made
+        the first call 1.4-2x slower, and the stream no faster), and works once the call's
+        results are computed (jax dispatches them asynchronously)."""
         try:
-            return self.fn(*args)
+            self._first_out = self.fn(*args)
+            return self._first_out
         finally:
             self.start()
 
