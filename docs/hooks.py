@@ -7,6 +7,9 @@ table printer writes for those result files:
     bench      `jdisc bench --json` files: each workload's table and summary (a text block)
     compile    benchmarks/compile_time.py files (a markdown table, one column per file)
     spectral   benchmarks/spectral_linalg.py files (a markdown table with geomeans)
+    first_call benchmarks/first_call.py files (a text block per file)
+    captured   benchmarks/captured_weights.py files (a text block per file)
+    interop    benchmarks/interop.py files (a text block per file)
     machine    the machine, date and load lines of `jdisc bench` files (a list)
 
 and `<!-- plot: FILE NAME.png -->` shows jdisc.bench.plot's latency-vs-shape plot of a
@@ -75,6 +78,20 @@ def _results(kind: str, paths: list[str]) -> str:
         return _printed(_script("compile_time").print_table, paths)
     if kind == "spectral":
         return _printed(_script("spectral_linalg").print_table, paths)
+    if kind in ("first_call", "captured"):
+        script = _script("first_call" if kind == "first_call" else "captured_weights")
+        with contextlib.chdir(ROOT):     # the tables name the files from the repository root
+            return "\n\n".join(
+                f"```text\n{_printed(script.main, ['--table', os.path.relpath(p, ROOT)])}\n```"
+                for p in paths)
+    if kind == "interop":
+        script = _script("interop")
+        blocks = []
+        for p in paths:
+            d = json.load(open(p))
+            text = _printed(script.print_report, d["machine"], d["overhead"], d["training"])
+            blocks.append(f"`{os.path.relpath(p, ROOT)}`:\n\n```text\n{text.strip()}\n```")
+        return "\n\n".join(blocks)
     raise ValueError(f"docs/hooks.py: unknown results kind {kind!r}")
 
 
