@@ -33,19 +33,35 @@ SCRIPT = textwrap.dedent("""
                     dynamic_axes=({0: "b", 1: "m", 2: "k"}, {0: "b", 1: "k", 2: "n"}))
     # (m, k, n): rows split (m >= n), columns split (n > m), ragged last pieces, and one below
     # the split threshold
+    # one row or one column (matrix-vector products, jd_gemv_piece), split over the pool too
     for m, k, n in [(1000, 64, 70), (24, 300, 2000), (333, 129, 257), (37, 1031, 401),
-                    (4099, 8, 129), (7, 5, 3)]:
+                    (4099, 8, 129), (7, 5, 3), (1, 128, 512), (1, 64, 70001), (513, 37, 1),
+                    (70001, 64, 1), (1, 1, 9), (1, 300, 1)]:
         a = rng.standard_normal((m, k), np.float32)
         b = rng.standard_normal((k, n), np.float32)
         check(mm(a, b), a, b)
         check(ta(np.ascontiguousarray(a.T), b), a, b)
         check(tb(a, np.ascontiguousarray(b.T)), a, b)
-    for nb, m, k, n in [(5, 200, 64, 90), (1, 900, 70, 71), (64, 33, 40, 35), (3, 17, 600, 999)]:
+    for nb, m, k, n in [(5, 200, 64, 90), (1, 900, 70, 71), (64, 33, 40, 35), (3, 17, 600, 999),
+                        (4, 1, 32, 147), (3, 129, 32, 1), (600, 1, 64, 300)]:
         a = rng.standard_normal((nb, m, k), np.float32)
         b = rng.standard_normal((nb, k, n), np.float32)
         check(bmm(a, b), a, b)
     jobs = mm.compiled_for(a[0], b[0]).executable.library.handle.jd_pool_jobs()
     assert jobs > 0, "the pool was never used"
+
+    # the same products in float64 (dgemv), with every operand layout
+    import jax
+    with jax.enable_x64(True):
+        for m, k, n in [(1, 128, 512), (1, 64, 70001), (513, 37, 1), (70001, 64, 1), (6, 9, 4)]:
+            a = rng.standard_normal((m, k))
+            b = rng.standard_normal((k, n))
+            want = a @ b
+            for got in (mm(a, b), ta(np.ascontiguousarray(a.T), b),
+                        tb(a, np.ascontiguousarray(b.T))):
+                assert np.asarray(got).dtype == np.float64
+                bound = k * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b)) + 1e-300
+                assert (np.abs(np.asarray(got) - want) <= 2 * bound).all(), (m, k, n)
 
     # two Python threads at once: one of them finds the pool busy and runs its pieces alone
     a = rng.standard_normal((800, 96), np.float32)
@@ -77,11 +93,11 @@ SCRIPT = textwrap.dedent("""
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    print("ok", mm.stats()["compiles"], bmm.stats()["compiles"])
+    print("ok", mm.stats()["compiles"], bmm.stats()["compiles"], ta.stats()["compiles"])
 """)
 
 
 def test_gemm_pieces_on_the_pool():
     proc = run_python(SCRIPT, JDISC_NUM_THREADS="3", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["ok", "1", "1"]
+    assert proc.stdout.split() == ["ok", "2", "1", "2"]     # float32 and float64 programs

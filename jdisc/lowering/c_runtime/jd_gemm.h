@@ -20,6 +20,50 @@ typedef struct {
   int split_n;
 } jd_gemm_job;
 
+/* A real piece with one row or one column (a decoder step's x @ W, a matrix times a vector)
+   as one matrix-vector product: 2-3x faster than the same GEMM through BLAS's gemm at these
+   sizes (OpenBLAS sgemv against sgemm, [1, 128] @ [128, 512]: 5.5 against 16 us). The
+   vector is the one-row (or one-column) operand, read with its stride; k >= 1. A piece of m
+   rows and one column is also the last piece of a split along n that has one column left. */
+static void jd_gemv_piece(const jd_gemm_job *g, int64_t m, int64_t n, int64_t oa, int64_t ob,
+                          int64_t oc) {
+  enum CBLAS_TRANSPOSE t;
+  int64_t rows, cols, ld, incx;
+  const void *mat, *vec;
+  if (m == 1) {           /* C[0, :] = x @ op(B): x is A's only row (or column) */
+    vec = g->kind == JD_GEMM_F64 ? (const void *)((const double *)g->a + oa)
+                                 : (const void *)((const float *)g->a + oa);
+    incx = g->trans_a ? g->lda : 1;
+    mat = g->kind == JD_GEMM_F64 ? (const void *)((const double *)g->b + ob)
+                                 : (const void *)((const float *)g->b + ob);
+    ld = g->ldb;
+    t = g->trans_b ? CblasNoTrans : CblasTrans;       /* B is [n, k] or [k, n] */
+    rows = g->trans_b ? n : g->k;
+    cols = g->trans_b ? g->k : n;
+  } else {                /* C[:, 0] = op(A) @ y: y is B's only column (or row) */
+    vec = g->kind == JD_GEMM_F64 ? (const void *)((const double *)g->b + ob)
+                                 : (const void *)((const float *)g->b + ob);
+    incx = g->trans_b ? 1 : g->ldb;
+    mat = g->kind == JD_GEMM_F64 ? (const void *)((const double *)g->a + oa)
+                                 : (const void *)((const float *)g->a + oa);
+    ld = g->lda;
+    t = g->trans_a ? CblasTrans : CblasNoTrans;       /* A is [k, m] or [m, k] */
+    rows = g->trans_a ? g->k : m;
+    cols = g->trans_a ? m : g->k;
+  }
+  /* a row of C is contiguous; a column has C's row stride (a piece of one column of a wider
+     C, as the last piece of a split can be) */
+  const int64_t incy = m == 1 ? 1 : g->n;
+  if (g->kind == JD_GEMM_F64)
+    scipy_cblas_dgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1, (const double *)mat,
+                      (blasint)ld, (const double *)vec, (blasint)incx, 0, (double *)g->c + oc,
+                      (blasint)incy);
+  else
+    scipy_cblas_sgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1, (const float *)mat,
+                      (blasint)ld, (const float *)vec, (blasint)incx, 0, (float *)g->c + oc,
+                      (blasint)incy);
+}
+
 static void jd_gemm_piece(const void *ctx, int64_t piece) {
   const jd_gemm_job *g = (const jd_gemm_job *)ctx;
   const int64_t mat = piece / g->parts, lo = piece % g->parts * g->step;
@@ -36,6 +80,10 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
     oa += g->trans_a ? lo : lo * g->lda;
     oc += lo * g->n;
     m = len;
+  }
+  if ((m == 1 || n == 1) && g->k >= 1 && (g->kind == JD_GEMM_F32 || g->kind == JD_GEMM_F64)) {
+    jd_gemv_piece(g, m, n, oa, ob, oc);
+    return;
   }
   const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
   const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
