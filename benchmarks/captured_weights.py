@@ -93,12 +93,8 @@ def main(argv=None) -> None:
                    help="print the tables of result files")
     opts = p.parse_args(argv)
     if opts.table:
-        for path in opts.table:
-            with open(path) as f:
-                d = json.load(f)
-            print(f"{path}: {d['machine']}; load {[round(v, 2) for v in d['load_before']]} -> "
-                  f"{[round(v, 2) for v in d['load_after']]}; medians of {d['repeats']}")
-            print_table(d["rows"])
+        from jdisc.bench import print_result_files
+        print_result_files(opts.table, print_table)
         return
     import jax
     import jdisc

@@ -79,12 +79,8 @@ def main(argv=None) -> None:
                    help="print the tables of result files")
     opts = p.parse_args(argv)
     if opts.table:
-        for path in opts.table:
-            with open(path) as f:
-                d = json.load(f)
-            print(f"{path}: {d['machine']}; load {d['load_before']} -> {d['load_after']}; "
-                  f"medians of {d['repeats']}")
-            print_table(d["rows"])
+        from jdisc.bench import print_result_files
+        print_result_files(opts.table, print_table)
         return
     load_before = os.getloadavg()
     print(f"load average before: {load_before}; {os.cpu_count()} CPUs")

@@ -135,6 +135,17 @@ def machine_line(m: dict) -> str:
             + "".join(f"; {k}={v}" for k, v in m["env"].items()))
 
 
+def print_result_files(paths: list[str], print_table) -> None:
+    """The tables of small benchmark scripts' result files (`--table`): each file's machine,
+    load before and after, and its rows through the script's own `print_table`."""
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        load = [[round(v, 2) for v in d[k]] for k in ("load_before", "load_after")]
+        print(f"{path}: {d['machine']}; load {load[0]} -> {load[1]}; medians of {d['repeats']}")
+        print_table(d["rows"])
+
+
 def timed(fn, args) -> tuple[float, object]:
     """Wall seconds of `fn(*args)` including `block_until_ready` on its outputs."""
     t0 = time.perf_counter()
