@@ -377,8 +377,7 @@ class JdiscFunction:
             if not isinstance(entry, bridging.Bridge):
                 return entry.fn(*dynamic)
             self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
-            with self._lock:
-                return entry.first_call(dynamic)
+            return entry.first_call(dynamic)
         if treedef != entry.in_tree:
             raise ArgumentError(_structure_mismatch(self.__name__, entry, dynamic,
                                                     self._names(len(dynamic))))

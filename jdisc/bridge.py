@@ -20,7 +20,6 @@ import concurrent.futures.thread  # noqa: F401 - its exit hook first: see _join_
 import hashlib
 import os
 import threading
-import time
 import weakref
 from typing import Any, Callable
 
@@ -42,6 +41,8 @@ class Bridge:
         self.fn = fn
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
+        self._go = threading.Event()
+        self._lock = threading.Lock()
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
         # is in the cache for the next process
@@ -50,9 +51,7 @@ class Bridge:
         _RUNNING.add(self.thread)
 
     def _run(self, build: Callable[[], Any]) -> None:
-        # hand the GIL back at once: Thread.start() waits for this thread to begin, and the
-        # export's Python would otherwise hold the caller for a switch interval (~5-10 ms)
-        time.sleep(0)
+        self._go.wait()         # set once jax.jit has served the first call
         first, self._first_out = self._first_out, None
         try:        # and leave the CPUs to the first call's computation until it is done
             jax.block_until_ready(first)
@@ -65,19 +64,28 @@ class Bridge:
             self.result = err
 
     def first_call(self, args: list) -> Any:
-        """The first call, with jax.jit; the compile starts after XLA's compile (started
-        beside it, jdisc's export and passes competed with jax's tracing for the GIL and made
-        the first call 1.4-2x slower, and the stream no faster), and works once the call's
-        results are computed (jax dispatches them asynchronously)."""
+        """The first call, with jax.jit. The thread starts before it, while the CPUs are free
+        (started after, it waited 3-10 ms for a core behind XLA's threads and the GIL), and
+        compiles after it: started beside XLA's compile, jdisc's export and passes competed
+        with jax's tracing for the GIL and made the first call 1.4-2x slower, and the stream no
+        faster; and only once the call's results are computed (jax dispatches them
+        asynchronously), so as not to take a core from that computation."""
+        self._start_thread()
         try:
             self._first_out = self.fn(*args)
             return self._first_out
         finally:
-            self.start()
+            self._go.set()
+
+    def _start_thread(self) -> None:
+        with self._lock:        # the first call and a waiting call may race here
+            if not self.thread.ident:
+                self.thread.start()
 
     def start(self) -> None:
-        if not self.thread.ident:
-            self.thread.start()
+        """Start the compile now (a call that must wait for it)."""
+        self._start_thread()
+        self._go.set()
 
     def wait(self) -> Any:
         """The compile's result (starting it if the first call has not): the entry or error."""

@@ -148,3 +148,27 @@ def test_a_process_that_exits_during_the_compile_exits_cleanly(tmp_path):
         assert proc.returncode == 0 and "terminate" not in proc.stderr, proc.stderr
     assert runs[0].stdout.split() == ["1", "0"]      # bridged; compiled after the call
     assert runs[1].stdout.split() == ["0", "1"]      # compiled before: a cache hit, no bridge
+
+
+def test_two_threads_make_the_first_calls_at_once(cache):
+    # one call is bridged, the other waits for the compile; both get the right answer
+    import threading
+    g = lambda x: jnp.sin(x) * 3
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    xs = [np.linspace(0, 1, n, dtype=np.float32) for n in (5, 9)]
+    outs, errors = [None, None], []
+
+    def work(i):
+        try:
+            outs[i] = f(xs[i])
+        except Exception as err:        # noqa: BLE001 - reported below
+            errors.append(err)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for x, y in zip(xs, outs):
+        assert_close(y, np.sin(x) * 3, 1e-6)
+    assert f.stats()["compiles"] == 1 and f.stats()["bridged_calls"] == 1
