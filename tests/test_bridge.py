@@ -138,10 +138,11 @@ def test_a_process_that_exits_during_the_compile_exits_cleanly(tmp_path):
     import sys
     code = ("import numpy as np, jax.numpy as jnp, jdisc\n"
             "def g(x):\n    return jnp.tanh(x) * 2\n"
-            "f = jdisc.jit(g, dynamic_axes=({0: 'n'},), bridge=True)\n"
+            "f = jdisc.jit(g, dynamic_axes=({0: 'n'},))\n"
             "y = f(np.ones(5, np.float32))\n"
             "print(f.stats().get('bridged_calls', 0), f.stats()['compiles'])\n")
     env = dict(__import__("os").environ, JDISC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("JDISC_BRIDGE", None)       # the default, as users get it
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=300) for _ in range(2)]
     for proc in runs:
