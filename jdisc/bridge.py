@@ -20,6 +20,7 @@ import concurrent.futures.thread  # noqa: F401 - its exit hook first: see _join_
 import hashlib
 import os
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -41,7 +42,6 @@ class Bridge:
         self.fn = fn
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
-        self._go = threading.Event()
         self._lock = threading.Lock()
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
@@ -51,7 +51,9 @@ class Bridge:
         _RUNNING.add(self.thread)
 
     def _run(self, build: Callable[[], Any]) -> None:
-        self._go.wait()         # set once jax.jit has served the first call
+        # hand the GIL back at once: Thread.start() waits for this thread to begin, and the
+        # export's Python would otherwise hold the caller for a switch interval (~5-10 ms)
+        time.sleep(0)
         first, self._first_out = self._first_out, None
         try:        # and leave the CPUs to the first call's computation until it is done
             jax.block_until_ready(first)
@@ -64,28 +66,22 @@ class Bridge:
             self.result = err
 
     def first_call(self, args: list) -> Any:
-        """The first call, with jax.jit. The thread starts before it, while the CPUs are free
-        (started after, it waited 3-10 ms for a core behind XLA's threads and the GIL), and
-        compiles after it: started beside XLA's compile, jdisc's export and passes competed
-        with jax's tracing for the GIL and made the first call 1.4-2x slower, and the stream no
-        faster; and only once the call's results are computed (jax dispatches them
+        """The first call, with jax.jit, then the compile's start. Measured on two cores
+        (W1-W4 first calls): the thread started before the call, waiting for it, made the
+        first call 5-10 ms slower; the compile started beside XLA's compile, jdisc's export
+        and passes competed with jax's tracing for the GIL and made it 1.4-2x slower, and the
+        stream no faster. The compile waits for the call's results (jax dispatches them
         asynchronously), so as not to take a core from that computation."""
-        self._start_thread()
         try:
             self._first_out = self.fn(*args)
             return self._first_out
         finally:
-            self._go.set()
+            self.start()
 
-    def _start_thread(self) -> None:
+    def start(self) -> None:
         with self._lock:        # the first call and a waiting call may race here
             if not self.thread.ident:
                 self.thread.start()
-
-    def start(self) -> None:
-        """Start the compile now (a call that must wait for it)."""
-        self._start_thread()
-        self._go.set()
 
     def wait(self) -> Any:
         """The compile's result (starting it if the first call has not): the entry or error."""
