@@ -23,7 +23,7 @@ from jdisc.dynamic_passes.ir.dtypes import dtype_name, dtype_problem
 from jdisc.errors import ArgumentError, CompileError, JdiscError, UnsupportedOpError
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import (check_shared_names, leaf_specs,
-                                normalize_dynamic_axes, positional_names)
+                                normalize_dynamic_axes, positional_names, symbolic_specs)
 
 
 class _XlaFallback:
@@ -267,6 +267,7 @@ class JdiscFunction:
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)
         if background:      # the arguments are checked: the rest runs in the background
+            symbolic_specs(leaves, self.constraints)    # bad dim names and constraints here
             return lambda: self._build(fun, leaves, in_tree, t0)
         return self._build(fun, leaves, in_tree, t0)
 

@@ -40,6 +40,7 @@ class Bridge:
 
     def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
         self.fn = fn
+        self._settings = _thread_settings()      # the caller's jax.enable_x64(...) and such
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
         self._lock = threading.Lock()
@@ -60,10 +61,14 @@ class Bridge:
         except Exception:       # noqa: BLE001 - the caller sees the call's own error
             pass
         del first
+        before = [state.swap_local(value) for state, value in self._settings]
         try:
             self.result = build()
         except BaseException as err:        # noqa: BLE001 - re-raised by the caller
             self.result = err
+        finally:
+            for (state, _), value in reversed(list(zip(self._settings, before))):
+                state.set_local(value)
 
     def first_call(self, args: list) -> Any:
         """The first call, with jax.jit, then the compile's start. Measured on two cores
@@ -91,6 +96,21 @@ class Bridge:
 
     def done(self) -> bool:
         return bool(self.thread.ident) and not self.thread.is_alive()
+
+
+def _thread_settings() -> list:
+    """(state, value) for each of jax's settings that the calling thread has made for itself
+    (`with jax.enable_x64(True):`, `jax.default_matmul_precision(...)`, ...): jax keeps them per
+    thread, so the compile's thread takes them on, or it would export another program (int64
+    inputs as int32 without x64). Empty where jax's config is not as expected."""
+    try:
+        from jax._src import config
+        unset = config.config_ext.unset
+        return [(state, value) for state in vars(config).values()
+                if isinstance(state, config.State)
+                for value in (state.get_local(),) if value is not unset]
+    except Exception:       # noqa: BLE001 - then no settings of the caller's are known
+        return []
 
 
 _RUNNING: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()

@@ -173,3 +173,30 @@ def test_two_threads_make_the_first_calls_at_once(cache):
     for x, y in zip(xs, outs):
         assert_close(y, np.sin(x) * 3, 1e-6)
     assert f.stats()["compiles"] == 1 and f.stats()["bridged_calls"] == 1
+
+
+def test_the_background_compile_takes_the_callers_x64_mode(cache):
+    # regression: jax.enable_x64 is per thread, and the compile's thread exported int64 inputs
+    # as int32 (a bitcast to int32 then had the wrong shape at every later call)
+    def fn(x):
+        return jax.lax.bitcast_convert_type(x, jnp.int32), x * 3
+    with jax.enable_x64(True):
+        f = jdisc.jit(fn, dynamic_axes=({0: "n"},), bridge=True)
+        for n in (3, 0, 1, 5):
+            x = np.arange(n, dtype=np.int64) - 2
+            for got, want in zip(f(x), jax.jit(fn)(x)):
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert f.stats()["bridged_calls"] == 1 and f.stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("axes, constraints, match", [
+    ({0: "_"}, (), "argument 'x' axis 0"),
+    ({0: "n"}, ("n < 3 +",), "invalid dimension names or constraints"),
+])
+def test_bad_dimension_names_and_constraints_fail_at_the_first_call(axes, constraints, match):
+    # they are the arguments' errors: checked before the call goes to jax.jit
+    f = jdisc.jit(lambda x: x + 1, dynamic_axes=(axes,), constraints=constraints, bridge=True)
+    with pytest.raises(jdisc.ArgumentError, match=match):
+        f(np.ones(3, np.float32))
+    assert f.stats().get("bridged_calls", 0) == 0
