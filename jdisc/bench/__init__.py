@@ -261,18 +261,22 @@ def run_stream(wl: Workload, args: list, order: list[int]) -> dict:
     jax.clear_caches()
     fresh_cache_dir(f"{wl.name}-stream")
     jf = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)     # as users get it: the bridge on
-    t0 = time.perf_counter()
-    for i in order:
-        jax.block_until_ready(jf(*args[i]))
-    jdisc_s = time.perf_counter() - t0
+    jdisc_s, jdisc_first_s = _timed_stream(jf, args, order)
     jax.clear_caches()
-    jx = jax.jit(wl.fn)
-    t0 = time.perf_counter()
-    for i in order:
-        jax.block_until_ready(jx(*args[i]))
-    xla_s = time.perf_counter() - t0
+    xla_s, xla_first_s = _timed_stream(jax.jit(wl.fn), args, order)
     return {"calls": len(order), "jdisc_s": jdisc_s, "xla_s": xla_s, "ratio": jdisc_s / xla_s,
+            "jdisc_first_s": jdisc_first_s, "xla_first_s": xla_first_s,
             "jdisc_compiles": jf.stats()["compiles"]}
+
+
+def _timed_stream(fn, args: list, order: list[int]) -> tuple[float, float]:
+    """(seconds for the calls of `order`, seconds for the first of them)."""
+    t0 = time.perf_counter()
+    first = None
+    for i in order:
+        jax.block_until_ready(fn(*args[i]))
+        first = time.perf_counter() - t0 if first is None else first
+    return time.perf_counter() - t0, first
 
 
 def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, seed: int,
@@ -405,6 +409,10 @@ def print_table(name: str, res: dict) -> None:
     print(f"  stream of {st['calls']} calls (each shape twice, cold): jdisc s {st['jdisc_s']:.3f}"
           f"   xla s {st['xla_s']:.3f}   ratio {st['ratio']:.2f}"
           f"   (jdisc compiles {st['jdisc_compiles']})")
+    if "jdisc_first_s" in st:       # result files from before 2026-12-05 lack it
+        print(f"  its first call (cold; jdisc's served by jax.jit while it compiles): jdisc s "
+              f"{st['jdisc_first_s']:.3f}   xla s {st['xla_first_s']:.3f}   ratio "
+              f"{st['jdisc_first_s'] / st['xla_first_s']:.2f}")
 
 
 def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str,
