@@ -162,6 +162,24 @@ def differential(fn, dynamic_axes, arg_sets, tol=0.0, *, constraints=(), what=No
     return jf
 
 
+def in_threads(work, n: int) -> list:
+    """Run work(0) .. work(n - 1) in n threads at once; the exceptions they raised."""
+    import threading
+    errors = []
+
+    def run(i):
+        try:
+            work(i)
+        except Exception as err:        # noqa: BLE001 - returned to the test
+            errors.append(err)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def assert_outputs_match(got, want, tol, where):
     """jdisc's outputs `got` against jax's `want`: the same pytree, jax.Arrays, each leaf within
     `assert_close(tol)` (`tol` a number or a function of the expected leaf)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import XLA_COMPILES as _XLA, assert_close
+from conftest import XLA_COMPILES as _XLA, assert_close, in_threads
 
 
 def _wait_ready(f, x, timeout=300):
@@ -153,22 +153,14 @@ def test_a_process_that_exits_during_the_compile_exits_cleanly(tmp_path):
 
 def test_two_threads_make_the_first_calls_at_once(cache):
     # one call is bridged, the other waits for the compile; both get the right answer
-    import threading
     g = lambda x: jnp.sin(x) * 3
     f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
     xs = [np.linspace(0, 1, n, dtype=np.float32) for n in (5, 9)]
-    outs, errors = [None, None], []
+    outs = [None, None]
 
     def work(i):
-        try:
-            outs[i] = f(xs[i])
-        except Exception as err:        # noqa: BLE001 - reported below
-            errors.append(err)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        outs[i] = f(xs[i])
+    errors = in_threads(work, 2)
     assert not errors, errors
     for x, y in zip(xs, outs):
         assert_close(y, np.sin(x) * 3, 1e-6)

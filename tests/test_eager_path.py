@@ -1,6 +1,5 @@
 """The eager call path in C (custom_calls/eager.c): same answers and errors as the ctypes path."""
 
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +7,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import assert_close
+from conftest import assert_close, in_threads
 from jdisc.custom_calls import eager
 from jdisc.errors import DtypeError, ShapeError
 
@@ -93,23 +92,15 @@ def test_threads_share_one_program():
     jf = _jf()
     x, y = _args(2, 3)
     jf(x, y)
-    errors = []
 
     def work(k):
-        try:
-            for n in range(1, 30):
-                a, b = _args(k + 1, n)
-                g = jf(jnp.asarray(a), jnp.asarray(b))
-                w = jax.jit(_f)(a, b)
-                np.testing.assert_allclose(np.asarray(g[0]), np.asarray(w[0]), rtol=2e-6,
-                                           atol=1e-6)
-        except Exception as err:    # noqa: BLE001 - reported below
-            errors.append(err)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        for n in range(1, 30):
+            a, b = _args(k + 1, n)
+            g = jf(jnp.asarray(a), jnp.asarray(b))
+            w = jax.jit(_f)(a, b)
+            np.testing.assert_allclose(np.asarray(g[0]), np.asarray(w[0]), rtol=2e-6,
+                                       atol=1e-6)
+    errors = in_threads(work, 4)
     assert not errors and jf.stats()["compiles"] == 1
 
 

@@ -9,7 +9,6 @@ output scale covers the different summation order of OpenBLAS and XLA's dot (a f
 import os
 import subprocess
 import sys
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import assert_close
+from conftest import assert_close, in_threads
 
 TOL = 2e-6
 
@@ -135,23 +134,15 @@ def test_handler_errors_come_back_as_python_exceptions(params):
 def test_eight_threads_with_different_shapes(rng, params):
     f = jmlp()      # not called before: the threads race to compile it and register it
     outer = jax.jit(lambda x: f(*params, x) * 2)
-    errors = []
 
     def work(t):
-        try:
-            local = np.random.default_rng(t)
-            for i in range(20):
-                n = 1 + (t * 7 + i * 3) % 41
-                x = local.standard_normal((n, 8)).astype(np.float32)
-                assert_close(f(*params, x), mlp(*params, x), TOL, f"thread {t} n={n}")
-                assert_close(outer(x), 2 * mlp(*params, x), TOL, f"thread {t} jit n={n}")
-        except Exception as err:   # reported below
-            errors.append(err)
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        local = np.random.default_rng(t)
+        for i in range(20):
+            n = 1 + (t * 7 + i * 3) % 41
+            x = local.standard_normal((n, 8)).astype(np.float32)
+            assert_close(f(*params, x), mlp(*params, x), TOL, f"thread {t} n={n}")
+            assert_close(outer(x), 2 * mlp(*params, x), TOL, f"thread {t} jit n={n}")
+    errors = in_threads(work, 8)
     assert not errors, errors[0]
     assert f.stats()["compiles"] == 1
 
