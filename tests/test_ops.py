@@ -161,16 +161,18 @@ def test_cumulative_windows_are_running_scans(rng):
     # (it was a window loop per element, O(n^2): 76 s for cumsum over 300k elements); it adds
     # in the window loop's order, so a float32 cumsum is numpy's sequential one bit for bit
     from jdisc.lowering.reductions import scan_axis
-    f = lambda x: (jnp.cumsum(x, 0), jax.lax.cummax(x, 1), jnp.cumprod(1 + 1e-3 * x, 0))
-    jf = jdisc.jit(f, dynamic_axes=({0: "N", 1: "M"},))
+    # (the product's factors near 1 are an input: 1 + 1e-3 * x in the function would be one
+    # fused multiply-add, as in XLA, and numpy's reference rounds twice)
+    f = lambda x, p: (jnp.cumsum(x, 0), jax.lax.cummax(x, 1), jnp.cumprod(p, 0))
+    jf = jdisc.jit(f, dynamic_axes=({0: "N", 1: "M"}, {0: "N", 1: "M"}))
     for n, m in [(1, 1), (2, 3), (13, 1), (100003, 2)]:
         x = rng.standard_normal((n, m)).astype(np.float32)
-        got = jf(x)
+        p = np.float32(1) + np.float32(1e-3) * x
+        got = jf(x, p)
         np.testing.assert_array_equal(np.asarray(got[0]), np.cumsum(x, 0, dtype=np.float32))
         np.testing.assert_array_equal(np.asarray(got[1]), np.maximum.accumulate(x, 1))
-        np.testing.assert_array_equal(np.asarray(got[2]), np.multiply.accumulate(
-            np.float32(1) + np.float32(1e-3) * x, 0))
-    windows = [op for k in jf.compiled_for(x).program.kernels for op in k.ops
+        np.testing.assert_array_equal(np.asarray(got[2]), np.multiply.accumulate(p, 0))
+    windows = [op for k in jf.compiled_for(x, p).program.kernels for op in k.ops
                if op.name == "reduce_window"]
     assert len(windows) == 3 and [scan_axis(op) for op in windows] == [0, 1, 0]
     # reversed (padded above) and strided windows keep the window loop

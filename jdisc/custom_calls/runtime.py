@@ -111,7 +111,7 @@ class Executable:
         donated input's buffer) when that array has the output's shape and dtype."""
         _, out_shapes = self.prepare(shapes)
         sc = self._scratch()
-        outs = [np.empty(s, dt) for s, dt in zip(out_shapes, self._out_dtypes)]
+        outs = [empty_output(s, dt) for s, dt in zip(out_shapes, self._out_dtypes)]
         for j, (_, buf) in (given or {}).items():
             if buf.shape == out_shapes[j] and buf.dtype == self._out_dtypes[j] and buf.nbytes:
                 outs[j] = buf
@@ -185,6 +185,22 @@ def writable_view(x, address: int) -> np.ndarray | None:
         return view if view.dtype == ref.dtype else None
     except Exception:
         return None
+
+
+OUT_ALIGN, OUT_ALIGN_MIN = 64, 4096     # as eager.c's new_output
+
+
+def empty_output(shape, dtype) -> np.ndarray:
+    """A new C-contiguous array for an output; from OUT_ALIGN_MIN bytes on its data is aligned
+    to OUT_ALIGN bytes, so that XLA takes it over without a copy (numpy's own large arrays
+    start 16 bytes into a page, and XLA copies those)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < OUT_ALIGN_MIN:
+        return np.empty(shape, dtype)
+    raw = np.empty(nbytes + OUT_ALIGN, np.uint8)
+    start = -raw.ctypes.data % OUT_ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def to_jax(arr: np.ndarray, device=None, owned: bool = True):

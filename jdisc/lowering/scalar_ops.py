@@ -374,15 +374,17 @@ def _helper_chunks() -> list[str]:
         "return b < 0 ? b ^ 0x7fffffffffffffffLL : b; }",
     ]
     for t, ct in (("f32", "float"), ("f64", "double")):
-        # NaN wins; max(-0, +0) is +0 and min(-0, +0) is -0, as in XLA. Equal zeros are
-        # resolved by an addition (+0 + -0 == +0; min negates around it), not by signbit(),
-        # which GCC 12 cannot vectorise: a max-pool's or softmax's lane loop stayed scalar.
-        lines.append(f"static inline {ct} jd_fmax_{t}({ct} a, {ct} b) "
-                     f"{{ return (a != a || a > b) ? a : (b != b || b > a) ? b : "
-                     f"(a == 0 ? a + b : a); }}")
-        lines.append(f"static inline {ct} jd_fmin_{t}({ct} a, {ct} b) "
-                     f"{{ return (a != a || a < b) ? a : (b != b || b < a) ? b : "
-                     f"(a == 0 ? -((-a) + (-b)) : a); }}")
+        # NaN wins; max(-0, +0) is +0 and min(-0, +0) is -0, as in XLA. Written so that the
+        # vectorised form is a few independent instructions (a reduction's lane chain is one
+        # max): equal values, zeros of either sign among them, merge by the AND (max) or OR
+        # (min) of their bits; a NaN comes out of a + b. No signbit(): GCC 12 cannot vectorise it.
+        ut = "uint32_t" if t == "f32" else "uint64_t"
+        for name, pick, merge in (("fmax", ">", "&"), ("fmin", "<", "|")):
+            lines.append(
+                f"static inline {ct} jd_{name}_{t}({ct} a, {ct} b) {{ {ct} m = a {pick} b ? a : b; "
+                f"{ut} ua, ub, um; {ct} z; memcpy(&ua, &a, sizeof a); memcpy(&ub, &b, sizeof b); "
+                f"um = ua {merge} ub; memcpy(&z, &um, sizeof z); m = a == b ? z : m; "
+                f"return (a != a || b != b) ? a + b : m; }}")
         # a*b + c, fused (one rounding) where the target has a fast fma (convolution kernels)
         fast = "FP_FAST_FMAF" if t == "f32" else "FP_FAST_FMA"
         lines.append(f"#ifdef {fast}\nstatic inline {ct} jd_fma_{t}({ct} a, {ct} b, {ct} c) "

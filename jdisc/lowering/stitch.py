@@ -5,7 +5,12 @@ loop inside it. A stitch kernel runs its columns in *phases*: phase p computes t
 whose input needs only reductions of earlier phases, stores values that later phases need in a
 per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
 are computed once per row between phases. Reductions split their column loop into `LANES`
-independent accumulators so the loop vectorises, then combine the lanes in a fixed order.
+independent accumulators so the loop vectorises and no lane waits on the one before (a max
+with NaN and signed-zero rules is a chain of several instructions per step), then combine the
+lanes in a fixed order. The columns a LANES-wide loop leaves, and all of a row shorter than
+LANES (a softmax over a few keys), take a SHORT_LANES-wide loop into the first accumulators,
+then a scalar one: the kernel has a version for long and one for short rows, picked per row
+by its length at run time.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Ren
                                   open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
-LANES = 16
+LANES, SHORT_LANES = 64, 16
 
 
 def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
@@ -224,12 +229,13 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
         ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
         w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {ident};")
     w("int64_t c = 0;")
-    w.open(f"for (; c + {LANES} <= n_cols; c += {LANES})")
-    w.open(f"for (int64_t l = 0; l < {LANES}; l++)")
-    w("const int64_t cc = c + l;")
-    body("cc", "l")
-    close_rows(w)
-    close_rows(w)
+    for lanes in (LANES, SHORT_LANES):
+        w.open(f"for (; c + {lanes} <= n_cols; c += {lanes})")
+        w.open(f"for (int64_t l = 0; l < {lanes}; l++)")
+        w("const int64_t cc = c + l;")
+        body("cc", "l")
+        close_rows(w)
+        close_rows(w)
     w.open("for (; c < n_cols; c++)")
     body("c", "0")
     close_rows(w)
