@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compile
 # what each header uses from another
 NEEDS = {"jd_pool.h": ["jd_shared.h", "jd_fp.h"],
          "jd_gemm.h": ["jd_shared.h", "jd_fp.h", "jd_pool.h"],
+         "jd_ffi.h": ["jd_shared.h"],
          "jd_half.h": ["jd_math.h"]}
 INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h", "stdio.h",
             "cblas.h")
@@ -33,9 +34,11 @@ def test_header_compiles_on_its_own(name, tmp_path):
         src += [c_runtime.source(h) for h in NEEDS.get(name, []) + [name]]
     path = tmp_path / "t.c"
     path.write_text("\n".join(src) + "\n")
+    import jax.ffi              # XLA's FFI C API, which jd_ffi.h is written to
     import scipy_openblas32     # the BLAS jdisc links, whose cblas.h programs include
     proc = subprocess.run(["cc", "-std=c99", "-fopenmp-simd", "-fsyntax-only", "-Wall", "-Wextra",
-                           "-Werror", f"-I{scipy_openblas32.get_include_dir()}", str(path)],
+                           "-Werror", f"-I{scipy_openblas32.get_include_dir()}",
+                           f"-I{jax.ffi.include_dir()}", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

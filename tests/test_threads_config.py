@@ -104,3 +104,32 @@ def test_kernels_use_fewer_threads_while_neighbours_are_busy(monkeypatch):
     with busy_neighbours(cpus + 1):
         time.sleep(1.0)
         assert _threads_now(lib) == 4
+
+
+def test_this_process_threads_are_not_counted_as_neighbours(monkeypatch):
+    # XLA's and OpenBLAS's workers spin for a while after each of their calls: counted as a
+    # neighbour's load, they put jdisc's loops on one thread for 20 ms after every jax.jit call
+    # in a program that alternates the two. jd_runnable_own counts this process's runnable
+    # threads, which the neighbours' count leaves out: here, the caller and a spinning thread
+    import threading
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    monkeypatch.delenv("JDISC_NUM_THREADS", raising=False)
+    f = jdisc.jit(lambda x: jnp.tanh(x) * 2, dynamic_axes=({0: "n"},))
+    f(np.ones(3, np.float32))
+    (compiled,) = f._compiled.values()
+    handle = compiled.executable.library.handle
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:        # the spinner runs while the caller is in C, without the GIL
+        seen = [handle.jd_own_runnable() for _ in range(200)]
+    finally:
+        stop.set()
+        spinner.join()
+    assert min(seen) >= 1 and max(seen) >= 2, seen

@@ -123,7 +123,7 @@ def _generate(prog: Program) -> CProgram:
     head(" */")
     rest = launcher.ARENA + "\n" + text + ffi.ffi_handler(prog)
     source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
-              + units_c.head(rest, blas=True, extra=c_runtime.source("jd_fp.h")) + rest
+              + units_c.head(rest, extra=c_runtime.source("jd_fp.h")) + rest
               + "".join(units.texts) + _fft_unit(kernels) + units_c.runtime_unit())
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),

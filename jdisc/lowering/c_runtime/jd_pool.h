@@ -13,7 +13,9 @@
    or the affinity mask and cgroup quota; kernel loops use fewer on a busy machine, below). A second caller that finds it in use, and work
    issued from inside a piece, run their pieces on their own thread. After fork() the child
    starts new workers. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 #include <pthread.h>
@@ -64,11 +66,8 @@ static int64_t jd_pool_now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static int jd_pool_awake;       /* workers not asleep: runnable, but not someone else's load */
-
 static void *jd_pool_worker(void *unused) {
   (void)unused;
-  __atomic_add_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&jd_pool.lock);
   uint64_t seen = jd_pool.gen;
   for (;;) {
@@ -81,11 +80,7 @@ static void *jd_pool_worker(void *unused) {
 #endif
     }
     pthread_mutex_lock(&jd_pool.lock);
-    if (jd_pool.gen == seen) {
-      __atomic_sub_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
-      while (jd_pool.gen == seen) pthread_cond_wait(&jd_pool.wake, &jd_pool.lock);
-      __atomic_add_fetch(&jd_pool_awake, 1, __ATOMIC_RELAXED);
-    }
+    while (jd_pool.gen == seen) pthread_cond_wait(&jd_pool.wake, &jd_pool.lock);
     seen = jd_pool.gen;
     const jd_piece_fn fn = jd_pool.fn;
     const void *ctx = jd_pool.ctx;
@@ -114,7 +109,6 @@ static void jd_pool_after_fork_child(void) {   /* fresh objects: the parent's wo
   jd_pool.workers = 0;
   jd_pool.pid = 0;
   __atomic_store_n(&jd_pool.in_use, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&jd_pool_awake, 0, __ATOMIC_RELAXED);
 }
 
 /* Start workers up to `want` (called with the pool owned); returns how many run. */
@@ -191,8 +185,12 @@ int jd_threads(void) { return jd_pool_threads; }    /* for tests */
    the middle of one by a busy neighbour holds the caller for a scheduler tick: short, memory-
    bound kernel loops lost 5-15 % to that beside two busy processes (`jdisc bench --quick
    --busy 2`, W1-W3, against this count). GEMMs, whose pieces are long, use every thread.
-   The runnable count is /proc/loadavg's, re-read at most every 20 ms, less this pool's workers
-   that are awake (spinning for the next job, they would otherwise halve W4's convolutions). */
+   The runnable count is /proc/loadavg's, re-read at most every 20 ms, less the runnable threads
+   of this process (/proc/self/task, read only when loadavg counts others): this pool's workers
+   spinning for the next job, and XLA's and OpenBLAS's, which spin for a while after each of
+   their calls. Counted as neighbours, they made a program that alternates jax.jit and jdisc
+   calls run jdisc's loops on one thread for 20 ms after each XLA call (W2 at 6 GB/s instead of
+   10), and halved W4's convolutions. */
 static int jd_kernel_threads_now = 1;
 static int64_t jd_threads_checked_ns = -1000000000LL;
 static int jd_runnable_others(void) {    /* runnable tasks besides the caller, or -1 */
@@ -212,6 +210,26 @@ static int jd_runnable_others(void) {    /* runnable tasks besides the caller, o
   while (*p >= '0' && *p <= '9') running = running * 10 + (*p++ - '0');
   return *p == '/' && running > 0 ? running - 1 : -1;
 }
+static int jd_runnable_own(void) {       /* this process's runnable threads, the caller's too */
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return 1;
+  int running = 0;
+  char path[64], buf[256];
+  for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) > 20) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    const char *state = strrchr(buf, ')');    /* "tid (name) S ...": the name may hold ") " */
+    if (state && state[1] == ' ' && state[2] == 'R') running++;
+  }
+  closedir(dir);
+  return running > 0 ? running : 1;
+}
 static int jd_kernel_threads(void) {
   if (jd_pool_threads <= 1 || jd_threads_pinned) return jd_pool_threads;
   struct timespec t;
@@ -221,7 +239,7 @@ static int jd_kernel_threads(void) {
     __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
     /* this pool's own spinning workers are runnable too, and are not a neighbour's load */
     int others = jd_runnable_others();
-    if (others > 0) others -= __atomic_load_n(&jd_pool_awake, __ATOMIC_RELAXED);
+    if (others > 0) others -= jd_runnable_own() - 1;
     if (others < 0) others = 0;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = jd_pool_threads;
@@ -231,6 +249,7 @@ static int jd_kernel_threads(void) {
   return __atomic_load_n(&jd_kernel_threads_now, __ATOMIC_RELAXED);
 }
 int jd_current_threads(void) { return jd_kernel_threads(); }   /* for tests */
+int jd_own_runnable(void) { return jd_runnable_own(); }          /* for tests */
 
 /* Pieces per thread: enough that a thread that starts late, or runs slowly beside a busy
    neighbour, leaves its share to the others; few enough that claiming one (an atomic

@@ -31,4 +31,15 @@ enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
    callers checked that every size fits blasint (jd_gemm.h). */
 JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
                    int64_t k, const void *a, const void *b, void *c);
+
+/* A program as its XLA FFI handler sees it (jd_ffi.h): counts, output ranks, its entry points */
+typedef struct {
+  int64_t n_in, n_out, in_rank, out_rank, n_dims;   /* ranks: summed over inputs, outputs */
+  const int64_t *out_ranks;
+  int (*prepare)(const int64_t *, int64_t *, int64_t *, char *, int64_t);
+  int (*run)(const int64_t *, void *const *, void *const *, char *, int64_t);
+} jd_ffi_program;
+
+/* The body of every program's XLA FFI handler, jd_ffi_handler (jd_ffi.h) */
+JD_RT void *jd_ffi_call(void *call_frame, const jd_ffi_program *p);
 #endif
