@@ -460,3 +460,44 @@ def test_chlo_scan_reverse_is_refused_not_miscompiled():
     }"""
     with pytest.raises(jdisc.UnsupportedOpError, match="is_reverse"):
         jdisc.compile_stablehlo(text)
+
+
+def test_row_reductions_at_every_size_class(rng):
+    # a stitch kernel's reductions have a version per row length (lowering/stitch.py: 64
+    # lanes, 16, one accumulator): lengths on each side of each boundary, with sums, a max and
+    # a min in one row, against jax.jit; then max and min by StableHLO's rules, bit for bit:
+    # NaN wins, max(-0, +0) = +0, min(-0, +0) = -0 (XLA:CPU's own vectorised max drops a NaN
+    # and returns -0 in long rows, so the reference is numpy with those rules)
+    def f(x):
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        return ((x - mean) * jax.lax.rsqrt(var + 1e-5), jax.nn.softmax(x, axis=-1),
+                jnp.max(x, axis=-1), jnp.min(x, axis=-1))
+    lengths = [1, 2, 3, 15, 16, 17, 63, 64, 65, 79, 80, 127, 1000]
+    check(f, ({0: "B", 1: "N"},),
+          lambda n: (rng.standard_normal((3, n)).astype(np.float32),), lengths, tol=2e-6)
+
+    g = lambda x: (jnp.max(x, axis=-1), jnp.min(x, axis=-1))
+    jg = jdisc.jit(g, dynamic_axes=({0: "B", 1: "N"},))
+    for n in lengths:
+        x = rng.standard_normal((6, n)).astype(np.float32)
+        x[0] = -0.0
+        x[1] = -0.0
+        x[1, n // 2] = 0.0
+        x[2] = 0.0
+        x[2, n - 1] = -0.0
+        x[3, n // 3] = np.nan
+        x[4] = -np.inf
+        x[5] = np.abs(x[5])
+        x[5, 0] = 0.0
+        nan = np.isnan(x).any(axis=-1)
+        plus_zero = ((x == 0) & ~np.signbit(x)).any(axis=-1)
+        minus_zero = ((x == 0) & np.signbit(x)).any(axis=-1)
+        big = np.max(np.where(np.isnan(x), -np.inf, x), axis=-1)
+        small = np.min(np.where(np.isnan(x), np.inf, x), axis=-1)
+        big = np.where(big == 0, np.where(plus_zero, 0.0, -0.0), big)
+        small = np.where(small == 0, np.where(minus_zero, -0.0, 0.0), small)
+        for got, want in zip(jg(x), (big, small)):
+            got, want = np.asarray(got), np.where(nan, np.nan, want).astype(np.float32)
+            assert np.array_equal(got, want, equal_nan=True) and \
+                np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan])), (n, got, want)

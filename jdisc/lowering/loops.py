@@ -68,6 +68,9 @@ class Renderer:
         self.cached: dict[int, str] = {}
         self.col = "0"
         self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
+        # per-dim index names -> (the flat index they were split from, the dims split over):
+        # a load at those indices of a value with those trailing dims reads at the flat index
+        self.flat: dict[tuple[str, ...], tuple[str, tuple]] = {}
 
     # scopes follow C blocks: a temp defined in an inner loop is not visible after it
     def push(self):
@@ -95,6 +98,14 @@ class Renderer:
     def linear(self, idx: Index, shape: Sequence[Dim]) -> str:
         if not idx:
             return "0"
+        for k in range(len(idx) - 1):      # trailing indices split from one flat index
+            split = self.flat.get(tuple(idx[k:]))
+            if split is not None and split[1] == tuple(shape[k:]):
+                if k == 0:
+                    return split[0]
+                lead = self.linear(tuple(idx[:k]), shape[:k])
+                return self.temp(("lin", idx, tuple(shape)), "int64_t",
+                                 f"({lead}) * {self.dim(prod(shape[k:]))} + {split[0]}")
         expr = idx[0]
         for i, d in zip(idx[1:], shape[1:]):
             expr = f"({expr}) * {self.dim(d)} + {i}"

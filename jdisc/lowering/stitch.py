@@ -4,13 +4,14 @@ Both iterate a flattened row index in parallel (on the pool, above a work thresh
 loop inside it. A stitch kernel runs its columns in *phases*: phase p computes the reductions
 whose input needs only reductions of earlier phases, stores values that later phases need in a
 per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
-are computed once per row between phases. Reductions split their column loop into `LANES`
-independent accumulators so the loop vectorises and no lane waits on the one before (a max
-with NaN and signed-zero rules is a chain of several instructions per step), then combine the
-lanes in a fixed order. The columns a LANES-wide loop leaves, and all of a row shorter than
-LANES (a softmax over a few keys), take a SHORT_LANES-wide loop into the first accumulators,
-then a scalar one: the kernel has a version for long and one for short rows, picked per row
-by its length at run time.
+are computed once per row between phases. Reductions split their column loop into lanes,
+independent accumulators, so that the loop vectorises and no lane waits on the one before (a
+max with NaN and signed-zero rules is a chain of several instructions per step), then combine
+the lanes in a fixed order. How many lanes pays depends on the row's length, known at run time:
+each reduction phase has a version per size class (LANE_VERSIONS), picked by the row length.
+Long rows take 64 lanes, then 16 for what is left, then a scalar tail; rows of 16 to 63
+(a softmax over a few dozen keys) take 16; shorter rows (a norm over xyz) take one accumulator,
+with nothing to set up or combine. A row's sum is therefore in an order fixed by its length.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Ren
                                   open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
-LANES, SHORT_LANES = 64, 16
+# accumulators per reduction in each version of a row loop: long rows, short rows, a few columns
+LANE_VERSIONS = (64, 16, 1)
 
 
-def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
-    """Per-dimension column indices from the flat column index `col`."""
+def _column_index(w: CWriter, r: Renderer, col: str, cols_dims, dim) -> tuple[str, ...]:
+    """Per-dimension column indices from the flat column index `col` (a load over all of them,
+    in order, reads at `col` itself: Renderer.linear)."""
     if len(cols_dims) == 1:
         return (col,)
     names, rest = [], col
@@ -39,7 +42,9 @@ def _column_index(w: CWriter, col: str, cols_dims, dim) -> tuple[str, ...]:
         w(f"const int64_t {name} = {rest}{'' if k == 0 else f' % {dim(cols_dims[k])}'};")
         rest = f"({rest} / {dim(cols_dims[k])})"
         names.append(name)
-    return tuple(reversed(names))
+    names.reverse()
+    r.flat[tuple(names)] = (col, tuple(cols_dims))
+    return tuple(names)
 
 
 def emit_loop(ctx: KernelContext) -> None:
@@ -63,7 +68,7 @@ def emit_loop(ctx: KernelContext) -> None:
                 r.load(v, ())
     w.open("for (int64_t c = 0; c < n_cols; c++)")
     r.push()
-    idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
+    idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
     for v, name in zip(kernel.outputs, outputs):   # several outputs: multi-output fusion
         w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
     r.pop()
@@ -197,7 +202,7 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
         r.col = "c"
-        idx = r.row_idx + _column_index(w, "c", cols_dims, dim)
+        idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
         for v in cached:
             w(f"{buffers[v.id]}[c] = {r.load(v, idx)};")
         if output is not None:
@@ -213,7 +218,7 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
     def body(col: str, lane: str) -> None:
         r.push()
         r.col = col
-        idx = r.row_idx + _column_index(w, col, cols_dims, dim)
+        idx = r.row_idx + _column_index(w, r, col, cols_dims, dim)
         for op in reduces:
             slot = f"{acc_names[op.results[0].id]}_l[{lane}]"
             val = r.load(op.operands[0], idx)
@@ -222,28 +227,35 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
 
     for op in reduces:
         w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]};")
-    w.open()
-    for op in reduces:
-        acc = acc_names[op.results[0].id]
-        w(f"{ctype(op.results[0].dtype)} {acc}_l[{LANES}];")
-        ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
-        w(f"for (int l = 0; l < {LANES}; l++) {acc}_l[l] = {ident};")
-    w("int64_t c = 0;")
-    for lanes in (LANES, SHORT_LANES):
-        w.open(f"for (; c + {lanes} <= n_cols; c += {lanes})")
-        w.open(f"for (int64_t l = 0; l < {lanes}; l++)")
-        w("const int64_t cc = c + l;")
-        body("cc", "l")
+    # one version per size class of the row, picked by its length (a constant length leaves
+    # one): each has as many accumulators as its widest loop, so a row of 3 sets and combines
+    # one, not 64
+    for v, lanes in enumerate(LANE_VERSIONS):
+        last = v == len(LANE_VERSIONS) - 1
+        w.open("else" if last else ("if" if v == 0 else "else if") + f" (n_cols >= {lanes})")
+        r.push()
+        for op in reduces:
+            acc = acc_names[op.results[0].id]
+            w(f"{ctype(op.results[0].dtype)} {acc}_l[{lanes}];")
+            ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
+            w(f"for (int l = 0; l < {lanes}; l++) {acc}_l[l] = {ident};")
+        w("int64_t c = 0;")
+        for width in LANE_VERSIONS[v:-1]:
+            w.open(f"for (; c + {width} <= n_cols; c += {width})")
+            w.open(f"for (int64_t l = 0; l < {width}; l++)")
+            w("const int64_t cc = c + l;")
+            body("cc", "l")
+            close_rows(w)
+            close_rows(w)
+        w.open("for (; c < n_cols; c++)")
+        body("c", "0")
         close_rows(w)
+        for op in reduces:
+            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA does)
+            w(f"for (int l = 0; l < {lanes}; l++) {acc} = "
+              f"{COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
+        r.pop()
         close_rows(w)
-    w.open("for (; c < n_cols; c++)")
-    body("c", "0")
-    close_rows(w)
-    for op in reduces:
-        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-        w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA applies it)
-        w(f"for (int l = 0; l < {LANES}; l++) {acc} = "
-          f"{COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
-    close_rows(w)
     for op in reduces:
         r.accs[op.results[0].id] = acc_names[op.results[0].id]
