@@ -35,7 +35,9 @@ def test_real_lane_loop_probe_passes_with_the_flags_jdisc_uses(tmp_path):
     assert probe._run_probes(cc, cflags) == []
     tmp = str(tmp_path)
     flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
-    assert probe._probe_ok(cc, flags, tmp, "kept", probe._MASKED_LOAD_LANES_KEPT)
+    assert len(probe.PROBES) == 2        # the lane loop at 64 and at 16 lanes
+    for name, _, kept, _ in probe.PROBES:
+        assert probe._probe_ok(cc, flags, tmp, name + "-kept", kept)
 
 
 def test_kernels_with_conditional_loads_keep_their_branches():

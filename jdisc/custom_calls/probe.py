@@ -1,7 +1,7 @@
 """Probes of the C compiler for known miscompilations, and the flags that avoid them.
 
 GCC 12.2 (Debian 12's compiler) with -O3 on AVX/AVX2 targets vectorises a loop whose body is
-unrolled over several vectors' worth of lanes (jdisc's 16-lane reductions) and contains a
+unrolled over several vectors' worth of lanes (jdisc's 16- and 64-lane reductions) and contains a
 conditional load (`if (m[i]) t = a[i]`, or a select whose load GCC sinks into the branch) into
 masked loads that all use the FIRST vector's mask. Lanes past the first vector then read zeros:
 `jnp.sum(jnp.where(eye, a, 0), 1)` lost the diagonal for rows 4..15. Masked loads are only made
@@ -25,34 +25,39 @@ import subprocess
 import tempfile
 import threading
 
+from jdisc.lowering.stitch import LANE_VERSIONS
+
 # Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
+# The lane loop is written at each width of the stitch kernels' reduction versions
+# (lowering/stitch.py LANE_VERSIONS): how many vectors it unrolls over depends on the width.
 _MASKED_LOAD_LANES = r"""
 #include <stdint.h>
 #include <stdio.h>
+#define W WIDTH
 __attribute__((noinline)) static void lanes(int64_t n, const int32_t *restrict m,
                                             const float *restrict a, float *restrict out) {
-  float acc[16];
-  for (int l = 0; l < 16; l++) acc[l] = 0.0f;
-  for (int64_t c = 0; c + 16 <= n; c += 16) {
-    for (int64_t l = 0; l < 16; l++) {
+  float acc[W];
+  for (int l = 0; l < W; l++) acc[l] = 0.0f;
+  for (int64_t c = 0; c + W <= n; c += W) {
+    for (int64_t l = 0; l < W; l++) {
       float t = 0.0f;
       if (m[c + l]) t = a[c + l];
       acc[l] = acc[l] + t;
     }
   }
-  for (int l = 0; l < 16; l++) out[l] = acc[l];
+  for (int l = 0; l < W; l++) out[l] = acc[l];
 }
 int main(int argc, char **argv) {
   (void)argv;
-  int32_t m[64];
-  float a[64], out[16], want[16] = {0};
-  for (int i = 0; i < 64; i++) {
+  int32_t m[4 * W];
+  float a[4 * W], out[W], want[W] = {0};
+  for (int i = 0; i < 4 * W; i++) {
     m[i] = (i % 5 == argc - 1);
     a[i] = (float)i;
-    if (m[i]) want[i % 16] += a[i];
+    if (m[i]) want[i % W] += a[i];
   }
-  lanes(64, m, a, out);
-  for (int l = 0; l < 16; l++)
+  lanes(4 * W, m, a, out);
+  for (int l = 0; l < W; l++)
     if (out[l] != want[l]) { printf("wrong\n"); return 0; }
   printf("ok\n");
   return 0;
@@ -68,9 +73,10 @@ _MASKED_LOAD_LANES_KEPT = _MASKED_LOAD_LANES.replace(
 
 # (name, program, the same program as jdisc's kernels avoid the bug in it, global flags used
 # only when that avoidance does not work)
-PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, _MASKED_LOAD_LANES_KEPT,
-           ["-fno-tree-loop-if-convert"])]
-PROBE_VERSION = 2       # part of the verdict's cache key
+PROBES = [(f"masked-load-lanes-{width}", _MASKED_LOAD_LANES.replace("WIDTH", str(width)),
+           _MASKED_LOAD_LANES_KEPT.replace("WIDTH", str(width)), ["-fno-tree-loop-if-convert"])
+          for width in LANE_VERSIONS if width > 1]
+PROBE_VERSION = 3       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}
 _probing = threading.Lock()
