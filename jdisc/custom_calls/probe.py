@@ -25,11 +25,11 @@ import subprocess
 import tempfile
 import threading
 
-from jdisc.lowering.stitch import LANE_VERSIONS
+from jdisc.lowering.stitch import LANES, LANES_SHORT
 
 # Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
-# The lane loop is written at each width of the stitch kernels' reduction versions
-# (lowering/stitch.py LANE_VERSIONS): how many vectors it unrolls over depends on the width.
+# The lane loop is written at each width of the stitch kernels' reduction loops
+# (lowering/stitch.py LANES, LANES_SHORT): how many vectors it unrolls over depends on the width.
 _MASKED_LOAD_LANES = r"""
 #include <stdint.h>
 #include <stdio.h>
@@ -75,7 +75,7 @@ _MASKED_LOAD_LANES_KEPT = _MASKED_LOAD_LANES.replace(
 # only when that avoidance does not work)
 PROBES = [(f"masked-load-lanes-{width}", _MASKED_LOAD_LANES.replace("WIDTH", str(width)),
            _MASKED_LOAD_LANES_KEPT.replace("WIDTH", str(width)), ["-fno-tree-loop-if-convert"])
-          for width in LANE_VERSIONS if width > 1]
+          for width in (LANES, LANES_SHORT)]
 PROBE_VERSION = 3       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}

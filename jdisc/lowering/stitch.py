@@ -8,10 +8,11 @@ are computed once per row between phases. Reductions split their column loop int
 independent accumulators, so that the loop vectorises and no lane waits on the one before (a
 max with NaN and signed-zero rules is a chain of several instructions per step), then combine
 the lanes in a fixed order. How many lanes pays depends on the row's length, known at run time:
-each reduction phase has a version per size class (LANE_VERSIONS), picked by the row length.
-Long rows take 64 lanes, then 16 for what is left, then a scalar tail; rows of 16 to 63
-(a softmax over a few dozen keys) take 16; shorter rows (a norm over xyz) take one accumulator,
-with nothing to set up or combine. A row's sum is therefore in an order fixed by its length.
+each reduction phase has a version per size class, picked by the row length. Rows of 64
+columns or more take 64 lanes, folded into 16 by whole vectors before the lanes are combined
+one by one; rows of 16 to 63 (a softmax over a few dozen keys) take 16; shorter rows (a norm
+over xyz) take one accumulator, with nothing to set up or combine. Each version has one lane
+loop and a scalar tail. A row's sum is therefore in an order fixed by its length.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Ren
                                   open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
-# accumulators per reduction in each version of a row loop: long rows, short rows, a few columns
-LANE_VERSIONS = (64, 16, 1)
+# accumulators per reduction in a row loop: a long row's, and the vector that they fold into
+LANES, LANES_SHORT = 64, 16
 
 
 def _column_index(w: CWriter, r: Renderer, col: str, cols_dims, dim) -> tuple[str, ...]:
@@ -227,12 +228,14 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
 
     for op in reduces:
         w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]};")
-    # one version per size class of the row, picked by its length (a constant length leaves
-    # one): each has as many accumulators as its widest loop, so a row of 3 sets and combines
-    # one, not 64
-    for v, lanes in enumerate(LANE_VERSIONS):
-        last = v == len(LANE_VERSIONS) - 1
-        w.open("else" if last else ("if" if v == 0 else "else if") + f" (n_cols >= {lanes})")
+    # a version per size class of the row, picked by its length (a constant length leaves
+    # one): LANES accumulators for long rows, LANES_SHORT for rows of LANES_SHORT to LANES - 1
+    # columns, one for shorter rows (a norm over xyz), with nothing to set up or combine. Each
+    # runs one lane loop and a scalar tail; the long rows' lanes are folded into LANES_SHORT by
+    # whole vectors before the lanes are combined in order.
+    for lanes in (LANES, LANES_SHORT, 1):
+        w.open("else" if lanes == 1 else
+               f"{'if' if lanes == LANES else 'else if'} (n_cols >= {lanes})")
         r.push()
         for op in reduces:
             acc = acc_names[op.results[0].id]
@@ -240,9 +243,9 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
             ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
             w(f"for (int l = 0; l < {lanes}; l++) {acc}_l[l] = {ident};")
         w("int64_t c = 0;")
-        for width in LANE_VERSIONS[v:-1]:
-            w.open(f"for (; c + {width} <= n_cols; c += {width})")
-            w.open(f"for (int64_t l = 0; l < {width}; l++)")
+        if lanes > 1:
+            w.open(f"for (; c + {lanes} <= n_cols; c += {lanes})")
+            w.open(f"for (int64_t l = 0; l < {lanes}; l++)")
             w("const int64_t cc = c + l;")
             body("cc", "l")
             close_rows(w)
@@ -252,9 +255,14 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            combine = COMBINE[op.attrs["reducer"]]
+            if lanes > LANES_SHORT:
+                w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
+                  f"for (int l = 0; l < {LANES_SHORT}; l++) "
+                  f"{acc}_l[l] = {combine(acc + '_l[l]', acc + '_l[k + l]', dt)};")
             w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA does)
-            w(f"for (int l = 0; l < {lanes}; l++) {acc} = "
-              f"{COMBINE[op.attrs['reducer']](acc, acc + '_l[l]', dt)};")
+            w(f"for (int l = 0; l < {min(lanes, LANES_SHORT)}; l++) "
+              f"{acc} = {combine(acc, acc + '_l[l]', dt)};")
         r.pop()
         close_rows(w)
     for op in reduces:
