@@ -1,0 +1,56 @@
+"""Row reductions by row length: a softmax over rows of n columns, jdisc against jax.jit.
+
+    python benchmarks/row_reductions.py [--lengths 8,20,40,63,100,200] [--elements 200000]
+
+A stitch kernel's reductions have a version per size class of the row (lowering/stitch.py);
+this times one softmax (a max and a sum per row) over about `--elements` values at each row
+length, jdisc compiled once for every length, jax.jit once per length, interleaved in one
+process. Medians of `--repeats` calls; set JDISC_NUM_THREADS=1 to compare the kernels alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import jax
+import numpy as np
+
+import jdisc
+
+
+def _median_ms(f, x, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(x))
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lengths", default="8,20,40,63,100,200")
+    p.add_argument("--elements", type=int, default=200000)
+    p.add_argument("--repeats", type=int, default=50)
+    a = p.parse_args()
+    f = lambda x: jax.nn.softmax(x, axis=-1)
+    jf, xf = jdisc.jit(f, dynamic_axes=({0: "rows", 1: "n"},), bridge=False), jax.jit(f)
+    print(f"load {os.getloadavg()[0]:.2f}, JDISC_NUM_THREADS="
+          f"{os.environ.get('JDISC_NUM_THREADS', '')!r}")
+    print("| n | jdisc ms | jax.jit ms | ratio |\n| --- | --- | --- | --- |")
+    for n in map(int, a.lengths.split(",")):
+        x = np.random.default_rng(n).standard_normal((a.elements // n, n)).astype(np.float32)
+        x = jax.device_put(x)
+        jax.block_until_ready(jf(x))
+        jax.block_until_ready(xf(x))
+        tj, tx = _median_ms(jf, x, a.repeats), _median_ms(xf, x, a.repeats)
+        print(f"| {n} | {tj:.3f} | {tx:.3f} | {tj / tx:.2f} |")
+    assert jf.stats()["compiles"] == 1
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
