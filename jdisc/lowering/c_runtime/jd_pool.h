@@ -237,7 +237,8 @@ static int jd_kernel_threads(void) {
   const int64_t now = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
   if (now - __atomic_load_n(&jd_threads_checked_ns, __ATOMIC_RELAXED) >= 20000000LL) {
     __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
-    /* this pool's own spinning workers are runnable too, and are not a neighbour's load */
+    /* this process's runnable threads (the caller, this pool's spinning workers, XLA's and
+       OpenBLAS's) are not a neighbour's load */
     int others = jd_runnable_others();
     if (others > 0) others -= jd_runnable_own() - 1;
     if (others < 0) others = 0;
