@@ -463,8 +463,9 @@ def test_chlo_scan_reverse_is_refused_not_miscompiled():
 
 
 def test_row_reductions_at_every_size_class(rng):
-    # a stitch kernel's reductions have a version per row length (lowering/stitch.py: 64
-    # lanes, 16, one accumulator): lengths on each side of each boundary, with sums, a max and
+    # a stitch kernel's reductions have a version per row length (lowering/stitch.py: rows
+    # shorter than 64 columns in blocks of 16 rows, longer rows in 64 lanes, then 16, then one
+    # per lane): lengths on each side of each boundary, with sums, a max and
     # a min in one row, against jax.jit; then max and min by StableHLO's rules, bit for bit:
     # NaN wins, max(-0, +0) = +0, min(-0, +0) = -0 (XLA:CPU's own vectorised max drops a NaN
     # and returns -0 in long rows, so the reference is numpy with those rules)
@@ -501,3 +502,40 @@ def test_row_reductions_at_every_size_class(rng):
             got, want = np.asarray(got), np.where(nan, np.nan, want).astype(np.float32)
             assert np.array_equal(got, want, equal_nan=True) and \
                 np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan])), (n, got, want)
+
+
+def test_short_rows_in_blocks(rng):
+    # rows shorter than 64 columns run 16 at a time (lowering/stitch.py): row counts on each
+    # side of a block, rows over two dims, a per-row input and a per-row output (logsumexp),
+    # a mask read along the row, and a reduction over two trailing dims; each shape against
+    # jax.jit, and each row of a block again alone (the last, partial block of a call)
+    def f(x, bias, mask):
+        logits = jnp.where(mask, x + bias[..., None], -1e9)
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        norm = (x - mean) * jax.lax.rsqrt(jnp.var(x, axis=-1, keepdims=True) + 1e-5)
+        return (jax.nn.softmax(logits, axis=-1), jax.nn.logsumexp(x, axis=-1), norm,
+                jnp.max(x, axis=-1), jnp.sum(x[..., :, None] * x[..., None, :], axis=(-2, -1)))
+    axes = ({0: "B", 1: "S", 2: "N"}, {0: "B", 1: "S"}, {0: "B", 1: "S", 2: "N"})
+
+    def args(b, s, n):
+        x = rng.standard_normal((b, s, n)).astype(np.float32)
+        return x, rng.standard_normal((b, s)).astype(np.float32), x > -1.0
+    def run(jf, shapes):
+        for b, s, n in shapes:
+            a = args(b, s, n)
+            for k, (got, want) in enumerate(zip(jf(*a), jax.jit(f)(*a))):
+                assert_close(got, want, 2e-6, f"output {k} at {(b, s, n)}")
+            if b * s == 0:
+                continue
+            whole = jf(*a)
+            for i in range(s):
+                for got, w in zip(jf(*(t[:1, i:i + 1] for t in a)), whole):
+                    assert_close(got, w[:1, i:i + 1], 2e-6, f"row {i} alone at {(b, s, n)}")
+        assert jf.stats()["compiles"] == 1
+    run(jdisc.jit(f, dynamic_axes=axes),
+        [(1, 1, 1), (1, 15, 3), (2, 8, 7), (1, 17, 15), (3, 11, 16), (2, 16, 40), (1, 33, 63),
+         (1, 5, 64), (0, 4, 5), (2, 3, 1)])
+    # a row length known when compiling: one row at a time, in as many lanes as it fills
+    rows_only = ({0: "B", 1: "S"},) * 3
+    for n in (3, 20, 100):
+        run(jdisc.jit(f, dynamic_axes=rows_only), [(1, 17, n), (2, 5, n)])

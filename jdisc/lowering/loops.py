@@ -65,6 +65,7 @@ class Renderer:
         self.accs: dict[int, str] = {}
         self.row_values: set[int] = set()
         self.row_idx: Index = ()
+        self.row_dims: tuple = ()     # stitch kernels: the dims that `row` is the flat index of
         self.cached: dict[int, str] = {}
         self.col = "0"
         self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
@@ -98,6 +99,14 @@ class Renderer:
     def linear(self, idx: Index, shape: Sequence[Dim]) -> str:
         if not idx:
             return "0"
+        k = len(self.row_dims)
+        if 1 < k <= len(idx) and tuple(idx[:k]) == self.row_idx and all(
+                symbolic.prove_eq(a, b) is True for a, b in zip(shape[:k], self.row_dims)):
+            # at the row's own indices over the row dims: the flat row index, not a
+            # multiply-add chain over indices that cost a division each to split from it
+            if k == len(idx):
+                return "row"
+            return self.linear(("row",) + tuple(idx[k:]), (prod(shape[:k]),) + tuple(shape[k:]))
         for k in range(len(idx) - 1):      # trailing indices split from one flat index
             split = self.flat.get(tuple(idx[k:]))
             if split is not None and split[1] == tuple(shape[k:]):

@@ -7,12 +7,15 @@ per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1
 are computed once per row between phases. Reductions split their column loop into lanes,
 independent accumulators, so that the loop vectorises and no lane waits on the one before (a
 max with NaN and signed-zero rules is a chain of several instructions per step), then combine
-the lanes in a fixed order. How many lanes pays depends on the row's length, known at run time:
-each reduction phase has a version per size class, picked by the row length. Rows of 64
-columns or more take 64 lanes, folded into 16 by whole vectors before the lanes are combined
-one by one; rows of 16 to 63 (a softmax over a few dozen keys) take 16; shorter rows (a norm
-over xyz) take one accumulator, with nothing to set up or combine. Each version has one lane
-loop and a scalar tail. A row's sum is therefore in an order fixed by its length.
+the lanes in a fixed order. The row's length, known at run time, picks one of two ways. Rows
+of 64 columns or more take 64 lanes, then runs of 16 into the first 16 of them, then one column
+per lane; the lanes fold into 16 by whole vectors and are combined one by one. Shorter rows (a
+softmax over a few dozen keys, a norm over xyz) are too short to split: they run 16 rows at a
+time, each phase's reductions column by column with one accumulator per row, so that the
+vector instructions work across the rows (one row's chain of dependent steps was the cost);
+the phase's plain loop stays row by row. Either way the order in which a row's values are
+combined depends only on its length. A row of a length known when compiling runs alone, in
+as many lanes as it fills (the C compiler unrolls the rest).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Ren
                                   open_rows, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
-# accumulators per reduction in a row loop: a long row's, and the vector that they fold into
-LANES, LANES_SHORT = 64, 16
+# accumulators per reduction in a long row's loop, and the vector that they fold into; rows
+# shorter than LANES run ROW_BLOCK at a time, with an accumulator per row
+LANES, LANES_SHORT, ROW_BLOCK = 64, 16, 16
 
 
 def _column_index(w: CWriter, r: Renderer, col: str, cols_dims, dim) -> tuple[str, ...]:
@@ -134,52 +138,106 @@ def emit_stitch(ctx: KernelContext) -> None:
                [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
                failed="jd_failed")
     w.open()
-    w("/* this piece's scratch rows */")
+    # of a known length, a row runs alone, in as many lanes as its length fills (the C
+    # compiler unrolls what it knows); otherwise rows shorter than LANES run in blocks
+    known = prod(cols_dims)
+    const = isinstance(known, int)
+    modes = [False] if const else [True, False]
+    lanes = LANES if not const or known >= LANES else LANES_SHORT if known >= LANES_SHORT else 1
+    w("/* this piece's scratch rows (a block of rows' when they are short) */")
+    rows_per_buf = "1" if const else f"(n_cols < {LANES} ? {ROW_BLOCK} : 1)"
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
-          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols + 1);")
+          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols * {rows_per_buf} + 1);")
     if cached:
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
             w("jd_failed = 1;")
     w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if cached else ''}jd_hi;")
-    w.open("for (int64_t row = jd_lo; row < row_end; row++)")
-    names, rest = [], "row"
-    for j in range(k - 1, -1, -1):
-        d = dim(rows_dims[j])
-        w(f"const int64_t i{j} = {rest}{'' if j == 0 else f' % {d}'};")
-        rest = f"({rest} / {d})"
-        names.append(f"i{j}")
-    r.row_idx = tuple(reversed(names))
-    r.push()
-    n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
-    final = level.get(out.id, 0)
-    out_is_row = root.name == "reduce" or out.id in r.row_values
-    acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
-    for p in range(max(n_phases, final + 1)):
-        _hoist_row_values(r, kernel, level, p)
-        phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
-        phase_cached = [v for v in cached if level[v.id] == p]
-        writes_out = not out_is_row and final == p
-        if phase_reduces or phase_cached or writes_out:
-            _emit_phase(w, r, phase_reduces, acc_names, phase_cached, buffers,
-                        (out, outputs[0]) if writes_out else None, cols_dims, dim)
-    if out_is_row:
-        w(f"{outputs[0]}[row] = {r.load(out, ())};")
-    r.pop()
-    close_rows(w)
+    row_values_ = r.row_values
+    for block in modes:
+        if len(modes) == 2:
+            w.open(f"if (n_cols < {LANES})" if block else "else")
+        r.accs, r.cached, r.recip, r.row_values = {}, {}, {}, set(row_values_)
+        r.row_dims = tuple(rows_dims)
+        if block:
+            w(f"/* short rows: {ROW_BLOCK} at a time, the reductions vectorised across rows */")
+            w.open(f"for (int64_t rb = jd_lo; rb < row_end; rb += {ROW_BLOCK})")
+            w(f"const int64_t nb = row_end - rb < {ROW_BLOCK} ? row_end - rb : {ROW_BLOCK};")
+            if k > 1:   # the rows' indices, split once per block (a division each)
+                w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(k))};")
+                w.open("for (int64_t l = 0; l < nb; l++)")
+                w("const int64_t row = rb + l;")
+                for j, name in enumerate(_row_names(w, rows_dims, dim)):
+                    w(f"i{j}_b[l] = {name};")
+                w.close()
+        else:
+            w.open("for (int64_t row = jd_lo; row < row_end; row++)")
+            r.row_idx = _row_names(w, rows_dims, dim)
+        r.push()
+        n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
+        final = level.get(out.id, 0)
+        out_is_row = root.name == "reduce" or out.id in r.row_values
+        acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
+        for p in range(max(n_phases, final + 1)):
+            _hoist_row_values(r, kernel, level, p, rows_dims if block else None)
+            phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
+            phase_cached = [v for v in cached if level[v.id] == p]
+            writes_out = not out_is_row and final == p
+            if phase_reduces or phase_cached or writes_out:
+                _emit_phase(w, r, phase_reduces, acc_names, phase_cached, buffers,
+                            (out, outputs[0]) if writes_out else None, cols_dims, dim,
+                            rows_dims if block else None, lanes)
+        if out_is_row:
+            if block:
+                _open_lanes(w, r, rows_dims, dim)
+            w(f"{outputs[0]}[row] = {r.load(out, ())};")
+            if block:
+                r.pop()
+                w.close()
+        r.pop()
+        close_rows(w)
+        if len(modes) == 2:
+            w.close()
     for v in cached:
         w(f"free({buffers[v.id]});")
     close_rows(w)
     w("return jd_failed;")
 
 
-def _hoist_row_values(r: Renderer, kernel: Kernel, level: dict[int, int], p: int) -> None:
+def _row_names(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
+    """The row's per-dimension indices i0..i{k-1} from the flat row index `row`."""
+    names, rest = [], "row"
+    for j in range(len(rows_dims) - 1, -1, -1):
+        d = dim(rows_dims[j])
+        w(f"const int64_t i{j} = {rest}{'' if j == 0 else f' % {d}'};")
+        rest = f"({rest} / {d})"
+        names.append(f"i{j}")
+    return tuple(reversed(names))
+
+
+def _open_lanes(w: CWriter, r: Renderer, rows_dims, dim) -> None:
+    """A loop over the block's rows (row `rb + l`), with a renderer scope of its own."""
+    w.open("for (int64_t l = 0; l < nb; l++)")
+    w("const int64_t row = rb + l;")
+    if len(rows_dims) > 1:
+        w(f"const int64_t {', '.join(f'i{j} = i{j}_b[l]' for j in range(len(rows_dims)))};")
+        r.row_idx = tuple(f"i{j}" for j in range(len(rows_dims)))
+    else:
+        r.row_idx = _row_names(w, rows_dims, dim)
+    r.push()
+
+
+def _hoist_row_values(r: Renderer, kernel: Kernel, level: dict[int, int], p: int,
+                      block_rows=None) -> None:
     """Compute, at row scope, the per-row values that phase p can already use, and the
-    reciprocals of per-row divisors (x / sum becomes x * (1 / sum): within 1 ulp)."""
-    for op in kernel.ops:
-        for v in op.results:
-            if v.id in r.row_values and level[v.id] <= p:
-                r.load(v, ())
+    reciprocals of per-row divisors (x / sum becomes x * (1 / sum): within 1 ulp). A block of
+    short rows keeps the reciprocals in an array, one per row, and renders the other per-row
+    values where they are read (a few vector instructions for the whole block)."""
+    if block_rows is None:
+        for op in kernel.ops:
+            for v in op.results:
+                if v.id in r.row_values and level[v.id] <= p:
+                    r.load(v, ())
     for op in kernel.ops:
         if op.name != "divide" or id(op) in r.recip or op.results[0].dtype not in ("f32", "f64"):
             continue
@@ -190,27 +248,45 @@ def _hoist_row_values(r: Renderer, kernel: Kernel, level: dict[int, int], p: int
         if (src.id in r.row_values or src.id in r.accs) and level.get(src.id, 0) <= p:
             t = ctype(op.results[0].dtype)
             name = f"inv{len(r.recip)}"
-            r.w(f"const {t} {name} = ({t})1 / {r.load(src, ())};")
-            r.recip[id(op)] = name
+            if block_rows is None:
+                r.w(f"const {t} {name} = ({t})1 / {r.load(src, ())};")
+                r.recip[id(op)] = name
+                continue
+            r.w(f"{t} {name}_b[{ROW_BLOCK}];")
+            _open_lanes(r.w, r, block_rows, r.dim)
+            r.w(f"{name}_b[l] = ({t})1 / {r.load(src, ())};")
+            r.pop()
+            r.w.close()
+            r.recip[id(op)] = f"{name}_b[l]"
 
 
 def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
-                output: tuple[Value, str] | None, cols_dims, dim) -> None:
+                output: tuple[Value, str] | None, cols_dims, dim, block_rows=None,
+                lanes: int = LANES) -> None:
     """One phase over the row's columns: a plain loop storing row-buffer values and/or the
-    output, then a lane-split loop for the reductions (reading row buffers where kept)."""
+    output, then a lane-split loop for the reductions (reading row buffers where kept). With
+    `block_rows`, over a block of short rows: the plain loop runs row by row, the reductions'
+    loop column by column with one accumulator per row (vectorised across the rows)."""
+    block = block_rows is not None
+    col = "l * n_cols + c" if block else "c"
     if cached or output is not None:
+        if block:
+            _open_lanes(w, r, block_rows, dim)
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
-        r.col = "c"
+        r.col = col
         idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
         for v in cached:
-            w(f"{buffers[v.id]}[c] = {r.load(v, idx)};")
+            w(f"{buffers[v.id]}[{col}] = {r.load(v, idx)};")
         if output is not None:
             v, name = output
             w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
         r.pop()
         close_rows(w)
+        if block:
+            r.pop()
+            close_rows(w)
     for v in cached:
         r.cached[v.id] = buffers[v.id]
     if not reduces:
@@ -218,52 +294,66 @@ def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int,
 
     def body(col: str, lane: str) -> None:
         r.push()
-        r.col = col
+        r.col = "l * n_cols + c" if block else col   # where row buffers are read
         idx = r.row_idx + _column_index(w, r, col, cols_dims, dim)
         for op in reduces:
-            slot = f"{acc_names[op.results[0].id]}_l[{lane}]"
+            slot = f"{acc_names[op.results[0].id]}_{'b' if block else 'l'}[{lane}]"
             val = r.load(op.operands[0], idx)
             w(f"{slot} = {COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
         r.pop()
 
     for op in reduces:
-        w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]};")
-    # a version per size class of the row, picked by its length (a constant length leaves
-    # one): LANES accumulators for long rows, LANES_SHORT for rows of LANES_SHORT to LANES - 1
-    # columns, one for shorter rows (a norm over xyz), with nothing to set up or combine. Each
-    # runs one lane loop and a scalar tail; the long rows' lanes are folded into LANES_SHORT by
-    # whole vectors before the lanes are combined in order.
-    for lanes in (LANES, LANES_SHORT, 1):
-        w.open("else" if lanes == 1 else
-               f"{'if' if lanes == LANES else 'else if'} (n_cols >= {lanes})")
-        r.push()
-        for op in reduces:
-            acc = acc_names[op.results[0].id]
-            w(f"{ctype(op.results[0].dtype)} {acc}_l[{lanes}];")
-            ident = reducer_identity(op.attrs["reducer"], op.results[0].dtype)
-            w(f"for (int l = 0; l < {lanes}; l++) {acc}_l[l] = {ident};")
-        w("int64_t c = 0;")
-        if lanes > 1:
-            w.open(f"for (; c + {lanes} <= n_cols; c += {lanes})")
-            w.open(f"for (int64_t l = 0; l < {lanes}; l++)")
-            w("const int64_t cc = c + l;")
-            body("cc", "l")
-            close_rows(w)
-            close_rows(w)
-        w.open("for (; c < n_cols; c++)")
-        body("c", "0")
+        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+        ident = reducer_identity(op.attrs["reducer"], dt)
+        if block:
+            w(f"{ctype(dt)} {acc}_b[{ROW_BLOCK}];")
+            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = {ident};")
+        else:
+            w(f"{ctype(dt)} {acc};")
+    if block:
+        # column by column, one accumulator per row of the block: the row's values in order
+        w.open("for (int64_t c = 0; c < n_cols; c++)")
+        _open_lanes(w, r, block_rows, dim)
+        body("c", "l")
+        r.pop()
+        close_rows(w)
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-            combine = COMBINE[op.attrs["reducer"]]
-            if lanes > LANES_SHORT:
-                w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
-                  f"for (int l = 0; l < {LANES_SHORT}; l++) "
-                  f"{acc}_l[l] = {combine(acc + '_l[l]', acc + '_l[k + l]', dt)};")
-            w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA does)
-            w(f"for (int l = 0; l < {min(lanes, LANES_SHORT)}; l++) "
-              f"{acc} = {combine(acc, acc + '_l[l]', dt)};")
-        r.pop()
-        close_rows(w)
+            init = r.load(op.operands[1], ())   # the init value, once per row (as XLA does)
+            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) "
+              f"{acc}_b[l] = {COMBINE[op.attrs['reducer']](init, acc + '_b[l]', dt)};")
+            r.accs[op.results[0].id] = f"{acc}_b[l]"
+        return
+    # one row: `lanes` accumulators over runs of that many columns, then runs of LANES_SHORT
+    # into the first LANES_SHORT of them, then the rest one per lane; the lanes fold into
+    # LANES_SHORT by whole vectors and are combined in order (one lane: the columns in order)
+    w.open()
     for op in reduces:
-        r.accs[op.results[0].id] = acc_names[op.results[0].id]
+        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+        w(f"{ctype(dt)} {acc}_l[{lanes}];")
+        w(f"for (int l = 0; l < {lanes}; l++) {acc}_l[l] = "
+          f"{reducer_identity(op.attrs['reducer'], dt)};")
+    w("int64_t c = 0;")
+    for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
+        w.open(f"for (; c + {run} <= n_cols; c += {run})")
+        w.open(f"for (int64_t l = 0; l < {run}; l++)")
+        w("const int64_t cc = c + l;")
+        body("cc", "l")
+        close_rows(w)
+        close_rows(w)
+    w.open("for (; c < n_cols; c++)")
+    body("c", f"c & {LANES_SHORT - 1}" if lanes > 1 else "0")
+    close_rows(w)
+    for op in reduces:
+        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+        combine = COMBINE[op.attrs["reducer"]]
+        if lanes > LANES_SHORT:
+            w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
+              f"for (int l = 0; l < {LANES_SHORT}; l++) "
+              f"{acc}_l[l] = {combine(acc + '_l[l]', acc + '_l[k + l]', dt)};")
+        w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA does)
+        w(f"for (int l = 0; l < {min(lanes, LANES_SHORT)}; l++) "
+          f"{acc} = {combine(acc, acc + '_l[l]', dt)};")
+        r.accs[op.results[0].id] = acc
+    w.close()
