@@ -2,21 +2,10 @@
 
     python benchmarks/decode.py [--prompt 16] [--new 128] [--repeats 2] [--json OUT.json]
 
-One step takes the current token's embedding and the KV cache of the tokens before it and
-returns the next-token logits and the cache one longer. Three ways to run the loop (prompt
-tokens go through the same steps, then `--new` more; every side is fed the same fixed token
-sequence, so their logits can be compared step by step):
-
-* jdisc: `jdisc.jit(step)` with the cache length T a dynamic axis: one compile, and each step's
-  work follows the real length (attention over T + 1 positions, the cache copied once);
-* padded jax.jit: what users do today, a cache of the maximum length with the new entry
-  written by `lax.dynamic_update_slice` (donated) and a mask over the unused positions: one
-  compile, every step attends over the maximum length;
-* jax.jit per length: `jax.jit(step)`, one XLA compile per cache length.
-
-End to end from a fresh function (compiles included; jdisc's in an empty cache directory), then a second pass over the same loop
-(steady state, compiles done); medians over the repeats; ratio = side / padded jax.jit. The
-model: d = 128, 4 heads, 2 layers, FFN 512, vocabulary 256, f32, random weights (seed 0).
+jdisc with the cache growing by one each step, against jax.jit with a fixed maximum-length
+cache and a mask (what users do today) and jax.jit recompiling per length: end to end from a
+fresh function, then steady state. The model and the measurement are `jdisc/bench/decode.py`
+(also `jdisc bench --workloads W7`).
 """
 
 from __future__ import annotations
@@ -24,111 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-D, HEADS, LAYERS, FFN, VOCAB = 128, 4, 2, 512, 256
-
-
-def params(seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-
-    def dense(n_in, n_out):
-        return (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
-    layers = [{"wq": dense(D, D), "wk": dense(D, D), "wv": dense(D, D), "wo": dense(D, D),
-               "w1": dense(D, FFN), "w2": dense(FFN, D)} for _ in range(LAYERS)]
-    return {"layers": layers, "embed": dense(VOCAB, D) * np.float32(np.sqrt(D)),
-            "out": dense(D, VOCAB)}
-
-
-def _norm(h):
-    mean = jnp.mean(h, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(h - mean), axis=-1, keepdims=True)
-    return (h - mean) * jax.lax.rsqrt(var + 1e-5)
-
-
-def _attend(q, keys, values, mask=None):
-    """One query [1, D] over keys/values [T, D], per head."""
-    hd = D // HEADS
-    qh, kh, vh = q.reshape(HEADS, hd), keys.reshape(-1, HEADS, hd), values.reshape(-1, HEADS, hd)
-    s = jnp.einsum("hd,thd->ht", qh, kh) / np.float32(np.sqrt(hd))
-    if mask is not None:
-        s = jnp.where(mask[None, :], s, -jnp.inf)
-    return jnp.einsum("ht,thd->hd", jax.nn.softmax(s, axis=-1), vh).reshape(1, D)
-
-
-def step(p, x, k_cache, v_cache):
-    """x [D]: the current token's embedding; caches [LAYERS, T, D] -> logits [VOCAB], caches
-    [LAYERS, T + 1, D]."""
-    h, ks, vs = x[None, :], [], []
-    for layer, w in enumerate(p["layers"]):
-        a = _norm(h)
-        keys = jnp.concatenate([k_cache[layer], a @ w["wk"]], axis=0)
-        values = jnp.concatenate([v_cache[layer], a @ w["wv"]], axis=0)
-        h = h + _attend(a @ w["wq"], keys, values) @ w["wo"]
-        h = h + jax.nn.gelu(_norm(h) @ w["w1"], approximate=True) @ w["w2"]
-        ks.append(keys)
-        vs.append(values)
-    return (_norm(h) @ p["out"])[0], jnp.stack(ks), jnp.stack(vs)
-
-
-def step_padded(p, x, k_cache, v_cache, pos):
-    """The same step on caches of the maximum length M, the new entry written at `pos`."""
-    h, ks, vs = x[None, :], [], []
-    mask = jnp.arange(k_cache.shape[1]) <= pos
-    for layer, w in enumerate(p["layers"]):
-        a = _norm(h)
-        keys = jax.lax.dynamic_update_slice(k_cache[layer], a @ w["wk"], (pos, 0))
-        values = jax.lax.dynamic_update_slice(v_cache[layer], a @ w["wv"], (pos, 0))
-        h = h + _attend(a @ w["wq"], keys, values, mask) @ w["wo"]
-        h = h + jax.nn.gelu(_norm(h) @ w["w1"], approximate=True) @ w["w2"]
-        ks.append(keys)
-        vs.append(values)
-    return (_norm(h) @ p["out"])[0], jnp.stack(ks), jnp.stack(vs)
-
-
-def run_growing(fn, p, tokens):
-    k = v = jnp.zeros((LAYERS, 0, D), jnp.float32)
-    logits = []
-    for t in tokens:
-        out, k, v = fn(p, p["embed"][t], k, v)
-        logits.append(out)
-    return jax.block_until_ready(logits)
-
-
-def run_padded(fn, p, tokens):
-    k, v = (jnp.zeros((LAYERS, len(tokens), D), jnp.float32) for _ in range(2))  # donated
-    logits = []
-    for i, t in enumerate(tokens):
-        out, k, v = fn(p, p["embed"][t], k, v, jnp.int32(i))
-        logits.append(out)
-    return jax.block_until_ready(logits)
-
-
-def measure(side: str, p, tokens) -> dict:
-    import jdisc
-    if side == "jdisc":      # a cold compile: an empty cache directory for each repeat
-        os.environ["JDISC_CACHE_DIR"] = tempfile.mkdtemp(prefix="jdisc-decode-")
-        fn = jdisc.jit(step, dynamic_axes=(None, None, {1: "T"}, {1: "T"}))
-        loop = run_growing
-    elif side == "padded":
-        fn = jax.jit(step_padded, donate_argnums=(2, 3))
-        loop = run_padded
-    else:
-        fn = jax.jit(step)
-        loop = run_growing
-    t0 = time.perf_counter()
-    logits = loop(fn, p, tokens)
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    loop(fn, p, tokens)
-    return {"end_to_end": first, "steady": time.perf_counter() - t0,
-            "logits": np.stack([np.asarray(x) for x in logits])}
+from jdisc.bench.decode import print_decode, run_decode
 
 
 def main() -> None:
@@ -138,33 +28,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    p = jax.tree.map(jnp.asarray, params())
-    tokens = [int(t) for t in np.random.default_rng(1).integers(0, VOCAB, a.prompt + a.new)]
     print("load average before:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.ones(3)))      # start-up costs
-    runs: dict[str, list] = {"jdisc": [], "padded": [], "per_length": []}
-    for _ in range(a.repeats):
-        for side in runs:
-            runs[side].append(measure(side, p, tokens))
-    ref = runs["per_length"][0]["logits"]
-    rows = {}
-    for side, rs in runs.items():
-        rows[side] = {k: statistics.median(r[k] for r in rs) for k in ("end_to_end", "steady")}
-        rows[side]["max_abs_diff"] = float(np.max(np.abs(rs[0]["logits"] - ref)))
-    base = rows["padded"]
-    print(f"{a.prompt} prompt + {a.new} new tokens, one step per token; medians of "
-          f"{a.repeats}; ratio = side / padded jax.jit")
-    print("| side | end to end s | ratio | steady s | ratio | max abs diff of logits |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for side, r in rows.items():
-        print(f"| {side} | {r['end_to_end']:.3f} | {r['end_to_end'] / base['end_to_end']:.2f} | "
-              f"{r['steady']:.3f} | {r['steady'] / base['steady']:.2f} | "
-              f"{r['max_abs_diff']:.1e} |")
+    with tempfile.TemporaryDirectory(prefix="jdisc-decode-") as tmp:
+        count = iter(range(1 << 30))
+        res = run_decode(a.prompt, a.new, a.repeats,
+                         lambda: os.path.join(tmp, f"cache{next(count)}"))
+    print_decode(res)
     print("load average after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "prompt": a.prompt, "new": a.new, "repeats": a.repeats,
-                       "cpus": os.cpu_count()}, f, indent=1)
+            json.dump({**res, "cpus": os.cpu_count()}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ build time, so that no number on it is typed by hand.
 A page line `<!-- results: KIND FILE [FILE ...] -->` becomes what the benchmark script's own
 table printer writes for those result files:
 
-    bench      `jdisc bench --json` files: each workload's table and summary (a text block)
+    bench      `jdisc bench --json` files: each workload's table and summary, W7's table
+               (a text block)
     compile    benchmarks/compile_time.py files (a markdown table, one column per file)
     spectral   benchmarks/spectral_linalg.py files (a markdown table with geomeans)
     first_call benchmarks/first_call.py files (a text block per file)
@@ -53,6 +54,9 @@ def _bench(paths: list[str]) -> str:
         data = json.load(open(p))
         text = "\n".join(_printed(print_table, name, res).lstrip("\n")
                          for name, res in data["workloads"].items())
+        if "W7" in data:      # the decode loop (jdisc/bench/decode.py)
+            from jdisc.bench.decode import print_decode
+            text = "\n\n".join(t for t in (text, _printed(print_decode, data["W7"])) if t)
         parts.append(f"`{os.path.relpath(p, ROOT)}`:\n\n```text\n{text}\n```")
     return "\n\n".join(parts)
 

@@ -1,7 +1,9 @@
 """The `jdisc` command, run as a subprocess (`python -m jdisc`): every subcommand's help, its
 happy path, and a one-line reason with exit status 1 for each kind of bad input."""
 
+import contextlib
 import hashlib
+import io
 import os
 import stat
 import subprocess
@@ -284,6 +286,27 @@ def test_bench_tiny(tmp_path):
     last = [ln for ln in proc.stdout.splitlines() if ln.startswith(("verdict:", "warning:"))]
     assert last and last[0].startswith("verdict: jdisc ") and \
         " of 1 shapes in steady state" in last[0] and "1 jdisc compile(s)" in last[0], last
+
+
+def test_bench_decode_loop(tmp_path, monkeypatch):
+    # W7 (jdisc/bench/decode.py): every side runs the same tokens, and jdisc's logits match
+    # the per-length jax.jit side's; a tiny loop here (the bench runs 16 + 128 steps)
+    from jdisc.bench import verdict
+    from jdisc.bench.decode import print_decode, run_decode
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "unused"))
+    dirs = iter(range(100))
+    res = run_decode(2, 3, 1, lambda: str(tmp_path / f"c{next(dirs)}"))
+    rows = res["rows"]
+    assert set(rows) == {"jdisc", "padded", "per_length"}
+    for side, r in rows.items():     # f32 through 2 layers: a few ulps of logits of size ~10
+        assert r["max_abs_diff"] < 1e-4 and r["end_to_end"] > r["steady"] > 0, (side, r)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_decode(res)
+    assert "| jdisc |" in out.getvalue() and "2 prompt + 3 new tokens" in out.getvalue()
+    assert verdict({}, 0, [], res)[0].startswith("verdict: W7 decode loop, jdisc / padded")
+    proc = run_jdisc("bench", "--workloads", "W7", "--plot", tmp_path / "p.png")
+    assert "W7 has none" in error_line(proc, "bench")
 
 
 def test_bench_shapes_are_small_odd_prime_and_large_and_follow_the_seed():

@@ -1,5 +1,5 @@
 """Dynamic-shape stream benchmark: jdisc (one compile for all shapes) against jax.jit (XLA,
-one compile per shape) on the built-in workloads W1..W4.
+one compile per shape) on the built-in workloads W1..W4 (and W5, W6, W7 on request).
 
     jdisc bench [--workloads W1,W2,W3,W4] [--shapes 30] [--repeats 7] [--quick]
                 [--json OUT.json] [--plot OUT.png] [--seed N]
@@ -21,7 +21,8 @@ shuffled order, each side starting cold (jdisc as users get it: its first call b
 jax.jit while it compiles, jdisc.bridge). Progress goes to stderr, tables to stdout; `--plot`
 draws latency against shape (needs matplotlib: `pip install 'jdisc[plot]'`). Every compile goes
 to a fresh cache directory under a temporary directory (so it is cold), never to the user's
-cache.
+cache. W7 is a decoder's generation loop with a growing KV cache, against a padded jax.jit
+loop and jax.jit per length (bench/decode.py): its own table, end to end and steady.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import numpy as np
 
 import jdisc
 from jdisc.bench import workloads
+from jdisc.bench.decode import print_decode, run_decode
 from jdisc.bench.plot import check_matplotlib, plot_latency
 from jdisc.bench.workloads import BenchError, Workload, shape_label
 from jdisc.custom_calls import runtime
@@ -55,6 +57,8 @@ from jdisc.custom_calls import runtime
 GEMM_WORKLOADS = ("W1", "W3")    # baseline: bare sgemm calls
 MEMORY_WORKLOADS = ("W2",)          # baseline: memcpy of the workload's input + output bytes
 QUICK = {"shapes": 4, "repeats": 3, "max_tokens": 1024}
+DECODE = "W7"    # the decode loop (bench/decode.py): a loop of steps, not a stream of shapes
+DECODE_STEPS = {"full": (16, 128, 2), "quick": (16, 32, 1)}   # prompt, new tokens, repeats
 
 
 def log(msg: str) -> None:
@@ -352,9 +356,9 @@ def runnable_others() -> int:
     return max(0, running - 1)
 
 
-def verdict(results: dict, busy: int, samples: list[int]) -> list[str]:
-    """The closing lines: how many shapes jdisc was faster on, the compile counts, and a
-    warning when other processes were running while it measured."""
+def verdict(results: dict, busy: int, samples: list[int], decode: dict | None = None) -> list[str]:
+    """The closing lines: how many shapes jdisc was faster on, the compile counts, the decode
+    loop's ratios, and a warning when other processes were running while it measured."""
     rows = [r for res in results.values() for r in res["rows"]]
     faster = sum(r["ratio"] < 1 for r in rows)
     compiles = sum(res["jdisc_compiles"] for res in results.values())
@@ -362,7 +366,12 @@ def verdict(results: dict, busy: int, samples: list[int]) -> list[str]:
     lines = [f"verdict: jdisc faster than XLA on {faster} of {len(rows)} shapes in steady state "
              f"(slower on {len(rows) - faster}); {compiles} jdisc compile(s) for "
              f"{len(results)} workload(s) against {len(rows)} XLA compiles; the cold stream "
-             f"faster on {streams} of {len(results)} workload(s)"]
+             f"faster on {streams} of {len(results)} workload(s)"] if results else []
+    if decode:
+        jd, pad = decode["rows"]["jdisc"], decode["rows"]["padded"]
+        lines.append(f"verdict: {DECODE} decode loop, jdisc / padded jax.jit: end to end "
+                     f"{jd['end_to_end'] / pad['end_to_end']:.2f}, steady "
+                     f"{jd['steady'] / pad['steady']:.2f}")
     others = statistics.median(samples) - busy if samples else 0
     if others >= 1:
         lines.append(f"warning: the machine was busy while this measured (a median of "
@@ -428,7 +437,8 @@ def add_run_arguments(p: argparse.ArgumentParser, shapes: str, quick: str,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workloads", default="W1,W2,W3,W4", help="comma-separated, e.g. W1,W3")
+    p.add_argument("--workloads", default="W1,W2,W3,W4",
+                   help="comma-separated, e.g. W1,W3; W5, W6 and W7 (the decode loop) on request")
     add_run_arguments(p, "(B, S)", f"the README's main job: {QUICK['shapes']} shapes, "
                                    f"{QUICK['repeats']} repeats, B*S <= {QUICK['max_tokens']}")
     p.add_argument("--plot", metavar="OUT.png",
@@ -473,10 +483,13 @@ def run(opts: argparse.Namespace) -> None:
     max_tokens = QUICK["max_tokens"] if opts.quick else None
     all_wl = workloads.workloads()
     names = [n.strip() for n in opts.workloads.split(",") if n.strip()]
-    unknown = [n for n in names if n not in all_wl]
+    unknown = [n for n in names if n not in all_wl and n != DECODE]
     if unknown or not names:
         raise BenchError(f"unknown workload(s) {unknown or opts.workloads!r}; choose from "
-                         f"{sorted(all_wl)}")
+                         f"{sorted(all_wl) + [DECODE]}")
+    decode, names = DECODE in names, [n for n in names if n != DECODE]
+    if opts.plot and not names:
+        raise BenchError(f"--plot draws the shape workloads' latency; {DECODE} has none")
     if opts.plot:
         check_matplotlib()
     shapes = draw_shapes(n_shapes, opts.seed, max_tokens)
@@ -494,21 +507,33 @@ def run(opts: argparse.Namespace) -> None:
             log(f"== workload {name} ({k + 1}/{len(names)}): {all_wl[name].description}, "
                 f"{len(shapes)} shape(s)")
             results[name] = bench_workload(all_wl[name], shapes, repeats, opts.seed, blas)
+        if decode:
+            prompt, new, runs = DECODE_STEPS["quick" if opts.quick else "full"]
+            log(f"== workload {DECODE}: a decoder's generation loop, {prompt} + {new} steps, "
+                f"{runs} run(s) per side")
+            LOAD_SAMPLES.append(runnable_others())
+            decode = run_decode(prompt, new, runs, lambda: fresh_cache_dir(DECODE), log)
+            LOAD_SAMPLES.append(runnable_others())
     m = machine
     print(machine_line(m) + (f"; {busy} busy-loop neighbour process(es) while timing"
                              if busy else ""))
-    print(f"shapes (B x S, seed {opts.seed}): {shapes}; {repeats} interleaved repeats, medians; "
-          f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
-          f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
-          f"throwaway warm-up first")
-    print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between two "
-          "preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out bytes) / time; "
-          "W1/W3 sgemm = the forward pass's GEMMs as bare scipy_cblas_sgemm(_batch_strided) "
-          "calls, GFLOP/s = workload flops / time; jdisc/sgemm = time ratio")
+    if names:
+        print(f"shapes (B x S, seed {opts.seed}): {shapes}; {repeats} interleaved repeats, "
+              f"medians; "
+              f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
+              f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
+              f"throwaway warm-up first")
+        print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between two "
+              "preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out bytes) / time; "
+              "W1/W3 sgemm = the forward pass's GEMMs as bare scipy_cblas_sgemm(_batch_strided) "
+              "calls, GFLOP/s = workload flops / time; jdisc/sgemm = time ratio")
     for name, res in results.items():
         print_table(name, res)
+    if decode:
+        print()
+        print_decode(decode)
     print()
-    for line in verdict(results, busy, LOAD_SAMPLES):
+    for line in verdict(results, busy, LOAD_SAMPLES, decode or None):
         print(line)
     wall = time.perf_counter() - t_start
     log(f"done in {wall:.1f} s")
@@ -517,7 +542,8 @@ def run(opts: argparse.Namespace) -> None:
             json.dump({"machine": machine, "busy": busy, "load_samples": LOAD_SAMPLES,
                        "seed": opts.seed, "shapes": shapes,
                        "repeats": repeats, "quick": opts.quick, "wall_s": wall, "warmup": warmup,
-                       "workloads": results}, f, indent=2)
+                       "workloads": results, **({DECODE: decode} if decode else {})},
+                      f, indent=2)
     if opts.plot:
         plot_latency(results, opts.plot, title=f"{m['cpu']}, {m['cores']} cores; jdisc "
                                                f"{m['jdisc']}, jax {m['jax']}")
