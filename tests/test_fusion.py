@@ -85,7 +85,7 @@ def test_generated_stitch_kernel_is_vectorisable_shape():
     wl = W.workloads()["W2"]
     src = generate(to_ir(wl.fn, wl.dynamic_axes,
                          *wl.make_args(2, 3, np.random.default_rng(0)))).source
-    assert "jd_parallel(" in src and "for (int64_t l = 0; l < 16; l++)" in src
+    assert "jd_parallel(" in src and "for (int64_t q = 0; q < 64; q++)" in src   # lanes
     assert "rowbuf0" in src                  # a row reused across phases stays in a row buffer
 
 

@@ -159,14 +159,9 @@ def test_log_density_and_gradient_with_gathered_group_parameters(rng):
 
 
 def test_decoder_step_with_a_growing_kv_cache(rng):
-    # benchmarks/decode.py's step: the cache length T is the dynamic axis, from 0 (the first
+    # W7 (jdisc/bench/decode.py): the cache length T is the dynamic axis, from 0 (the first
     # token) up; GEMMs of K = 128..512 terms and a softmax over T + 1 positions
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "decode.py"
-    spec = importlib.util.spec_from_file_location("decode_benchmark", path)
-    decode = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(decode)
+    from jdisc.bench import decode
     p = decode.params()
 
     def make(t, _, r):

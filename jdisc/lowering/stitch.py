@@ -20,6 +20,7 @@ as many lanes as it fills (the C compiler unrolls the rest).
 
 from __future__ import annotations
 
+from typing import Callable
 
 from jdisc.dynamic_passes.algebra.symbolic import prod
 from jdisc.dynamic_passes.ir.ops import EXPENSIVE
@@ -138,70 +139,103 @@ def emit_stitch(ctx: KernelContext) -> None:
                [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
                failed="jd_failed")
     w.open()
-    # of a known length, a row runs alone, in as many lanes as its length fills (the C
-    # compiler unrolls what it knows); otherwise rows shorter than LANES run in blocks
+    # Rows run in blocks: ROW_BLOCK rows at a time when they are shorter than LANES (their
+    # reductions then run across the block's rows), one at a time otherwise. A row of a length
+    # known when compiling runs alone, in as many lanes as it fills (the C compiler unrolls
+    # what it knows).
     known = prod(cols_dims)
     const = isinstance(known, int)
-    modes = [False] if const else [True, False]
     lanes = LANES if not const or known >= LANES else LANES_SHORT if known >= LANES_SHORT else 1
-    w("/* this piece's scratch rows (a block of rows' when they are short) */")
-    rows_per_buf = "1" if const else f"(n_cols < {LANES} ? {ROW_BLOCK} : 1)"
+    if not const:
+        w(f"const int64_t per_block = n_cols < {LANES} ? {ROW_BLOCK} : 1;")
+    w("/* this piece's scratch rows (a block's) */")
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
-          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols * {rows_per_buf} + 1);")
+          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols{'' if const else ' * (size_t)per_block'} + 1);")
     if cached:
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
             w("jd_failed = 1;")
     w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if cached else ''}jd_hi;")
-    row_values_ = r.row_values
-    for block in modes:
-        if len(modes) == 2:
-            w.open(f"if (n_cols < {LANES})" if block else "else")
-        r.accs, r.cached, r.recip, r.row_values = {}, {}, {}, set(row_values_)
-        r.row_dims = tuple(rows_dims)
-        if block:
-            w(f"/* short rows: {ROW_BLOCK} at a time, the reductions vectorised across rows */")
-            w.open(f"for (int64_t rb = jd_lo; rb < row_end; rb += {ROW_BLOCK})")
-            w(f"const int64_t nb = row_end - rb < {ROW_BLOCK} ? row_end - rb : {ROW_BLOCK};")
-            if k > 1:   # the rows' indices, split once per block (a division each)
-                w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(k))};")
-                w.open("for (int64_t l = 0; l < nb; l++)")
-                w("const int64_t row = rb + l;")
-                for j, name in enumerate(_row_names(w, rows_dims, dim)):
-                    w(f"i{j}_b[l] = {name};")
-                w.close()
-        else:
-            w.open("for (int64_t row = jd_lo; row < row_end; row++)")
-            r.row_idx = _row_names(w, rows_dims, dim)
-        r.push()
-        n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
-        final = level.get(out.id, 0)
-        out_is_row = root.name == "reduce" or out.id in r.row_values
-        acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
-        for p in range(max(n_phases, final + 1)):
-            _hoist_row_values(r, kernel, level, p, rows_dims if block else None)
-            phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
-            phase_cached = [v for v in cached if level[v.id] == p]
-            writes_out = not out_is_row and final == p
-            if phase_reduces or phase_cached or writes_out:
-                _emit_phase(w, r, phase_reduces, acc_names, phase_cached, buffers,
-                            (out, outputs[0]) if writes_out else None, cols_dims, dim,
-                            rows_dims if block else None, lanes)
-        if out_is_row:
-            if block:
-                _open_lanes(w, r, rows_dims, dim)
-            w(f"{outputs[0]}[row] = {r.load(out, ())};")
-            if block:
-                r.pop()
-                w.close()
-        r.pop()
-        close_rows(w)
-        if len(modes) == 2:
-            w.close()
+    if const:    # one row at a time: a plain row loop (which the C compiler may vectorise)
+        w.open("for (int64_t rb = jd_lo; rb < row_end; rb++)")
+    else:
+        w.open("for (int64_t rb = jd_lo; rb < row_end; rb += per_block)")
+        w("const int64_t nb = row_end - rb < per_block ? row_end - rb : per_block;")
+    if k > 1 and not const:   # the rows' indices, split once per block (a division each)
+        w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(k))};")
+        w.open("for (int64_t l = 0; l < nb; l++)")
+        w("const int64_t row = rb + l;")
+        for j, name in enumerate(_row_names(w, rows_dims, dim)):
+            w(f"i{j}_b[l] = {name};")
+        w.close()
+    r.row_dims = tuple(rows_dims)
+    r.push()
+    arrays = k > 1 and not const
+    n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
+    final = level.get(out.id, 0)
+    out_is_row = root.name == "reduce" or out.id in r.row_values
+    acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
+    for p in range(max(n_phases, final + 1)):
+        rows = _Rows(w, r, kernel, level, p, rows_dims, dim, arrays, const,
+                     [(ctype(v.dtype), buffers[v.id]) for v in cached])
+        _hoist_reciprocals(rows)
+        phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
+        phase_cached = [v for v in cached if level[v.id] == p]
+        writes_out = not out_is_row and final == p
+        if phase_reduces or phase_cached or writes_out:
+            _emit_phase(rows, phase_reduces, acc_names, phase_cached, buffers,
+                        (out, outputs[0]) if writes_out else None, cols_dims,
+                        lanes, across=not const)
+    if out_is_row:
+        rows.open()
+        w(f"{outputs[0]}[row] = {r.load(out, ())};")
+        rows.close()
+    r.pop()
+    close_rows(w)
     for v in cached:
         w(f"free({buffers[v.id]});")
     close_rows(w)
     w("return jd_failed;")
+
+
+class _Rows:
+    """Loops over the rows of a block (row `rb + l`; `single`: the block is row `rb`), each
+    with a renderer scope of its own in which the per-row values that phase `p` can use are
+    computed first."""
+
+    def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int], p: int,
+                 rows_dims, dim, arrays: bool, single: bool, buffers: list[tuple[str, str]]):
+        self.w, self.r, self.kernel, self.level, self.p = w, r, kernel, level, p
+        self.rows_dims, self.dim, self.arrays, self.single = rows_dims, dim, arrays, single
+        self.buffers = buffers      # (C type, name) of the row buffers
+        self.size = 1 if single else ROW_BLOCK      # rows in a block, at most
+
+    def open(self, hoist: bool = True) -> None:
+        w, r = self.w, self.r
+        if self.single:     # blocks of one row: no loop
+            w.open()
+            w("const int64_t l = 0, row = rb;")
+        else:
+            w.open("for (int64_t l = 0; l < nb; l++)")
+            w("const int64_t row = rb + l;")
+        for t, name in self.buffers:     # this row's part of each row buffer
+            w(f"{t} *restrict const {name}_r = {name} + l * n_cols;")
+        if self.arrays:     # split once per block; otherwise where used (or dropped)
+            names = tuple(f"i{j}" for j in range(len(self.rows_dims)))
+            w(f"const int64_t {', '.join(f'{i} = {i}_b[l]' for i in names)};")
+            r.row_idx = names
+        else:
+            r.row_idx = _row_names(w, self.rows_dims, self.dim)
+        r.push()
+        if hoist:
+            for op in self.kernel.ops:
+                for v in op.results:
+                    if v.id in r.row_values and self.level[v.id] <= self.p:
+                        r.load(v, ())
+
+    def close(self) -> None:
+        self.r.pop()
+        self.w.close()
 
 
 def _row_names(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
@@ -215,145 +249,117 @@ def _row_names(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
-def _open_lanes(w: CWriter, r: Renderer, rows_dims, dim) -> None:
-    """A loop over the block's rows (row `rb + l`), with a renderer scope of its own."""
-    w.open("for (int64_t l = 0; l < nb; l++)")
-    w("const int64_t row = rb + l;")
-    if len(rows_dims) > 1:
-        w(f"const int64_t {', '.join(f'i{j} = i{j}_b[l]' for j in range(len(rows_dims)))};")
-        r.row_idx = tuple(f"i{j}" for j in range(len(rows_dims)))
-    else:
-        r.row_idx = _row_names(w, rows_dims, dim)
-    r.push()
-
-
-def _hoist_row_values(r: Renderer, kernel: Kernel, level: dict[int, int], p: int,
-                      block_rows=None) -> None:
-    """Compute, at row scope, the per-row values that phase p can already use, and the
-    reciprocals of per-row divisors (x / sum becomes x * (1 / sum): within 1 ulp). A block of
-    short rows keeps the reciprocals in an array, one per row, and renders the other per-row
-    values where they are read (a few vector instructions for the whole block)."""
-    if block_rows is None:
-        for op in kernel.ops:
-            for v in op.results:
-                if v.id in r.row_values and level[v.id] <= p:
-                    r.load(v, ())
-    for op in kernel.ops:
+def _hoist_reciprocals(rows: _Rows) -> None:
+    """The reciprocals of per-row divisors that phase p can compute, one per row of the block
+    (x / sum becomes x * (1 / sum): within 1 ulp)."""
+    r = rows.r
+    for op in rows.kernel.ops:
         if op.name != "divide" or id(op) in r.recip or op.results[0].dtype not in ("f32", "f64"):
             continue
         src = op.operands[1]
         while src.producer is not None and src.producer.name in ("broadcast_in_dim", "reshape") \
                 and src.id not in r.row_values and src.id not in r.accs:
             src = src.producer.operands[0]
-        if (src.id in r.row_values or src.id in r.accs) and level.get(src.id, 0) <= p:
+        if (src.id in r.row_values or src.id in r.accs) and rows.level.get(src.id, 0) <= rows.p:
             t = ctype(op.results[0].dtype)
-            name = f"inv{len(r.recip)}"
-            if block_rows is None:
-                r.w(f"const {t} {name} = ({t})1 / {r.load(src, ())};")
-                r.recip[id(op)] = name
-                continue
-            r.w(f"{t} {name}_b[{ROW_BLOCK}];")
-            _open_lanes(r.w, r, block_rows, r.dim)
-            r.w(f"{name}_b[l] = ({t})1 / {r.load(src, ())};")
-            r.pop()
-            r.w.close()
-            r.recip[id(op)] = f"{name}_b[l]"
+            name = f"inv{len(r.recip)}_b"
+            r.w(f"{t} {name}[{rows.size}];")
+            rows.open(hoist=False)
+            r.w(f"{name}[l] = ({t})1 / {r.load(src, ())};")
+            rows.close()
+            r.recip[id(op)] = f"{name}[l]"
 
 
-def _emit_phase(w: CWriter, r: Renderer, reduces: list[Op], acc_names: dict[int, str],
+def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
-                output: tuple[Value, str] | None, cols_dims, dim, block_rows=None,
-                lanes: int = LANES) -> None:
-    """One phase over the row's columns: a plain loop storing row-buffer values and/or the
-    output, then a lane-split loop for the reductions (reading row buffers where kept). With
-    `block_rows`, over a block of short rows: the plain loop runs row by row, the reductions'
-    loop column by column with one accumulator per row (vectorised across the rows)."""
-    block = block_rows is not None
-    col = "l * n_cols + c" if block else "c"
+                output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool) -> None:
+    """One phase over the block's columns: a plain loop, row by row, storing row-buffer values
+    and/or the output, then the reductions (reading row buffers where kept): per row in
+    `lanes` lanes, or, with `across` and rows shorter than LANES, column by column with one
+    accumulator per row of the block (vectorised across the rows)."""
+    w, r, dim = rows.w, rows.r, rows.dim
     if cached or output is not None:
-        if block:
-            _open_lanes(w, r, block_rows, dim)
+        rows.open()
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
-        r.col = col
+        r.col = "c"
         idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
         for v in cached:
-            w(f"{buffers[v.id]}[{col}] = {r.load(v, idx)};")
+            w(f"{buffers[v.id]}_r[c] = {r.load(v, idx)};")
         if output is not None:
             v, name = output
             w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
         r.pop()
         close_rows(w)
-        if block:
-            r.pop()
-            close_rows(w)
+        rows.close()
     for v in cached:
-        r.cached[v.id] = buffers[v.id]
+        r.cached[v.id] = buffers[v.id] + "_r"
     if not reduces:
         return
 
-    def body(col: str, lane: str) -> None:
+    def body(col: str, slot: Callable[[str], str]) -> None:
         r.push()
-        r.col = "l * n_cols + c" if block else col   # where row buffers are read
+        r.col = col       # where row buffers are read
         idx = r.row_idx + _column_index(w, r, col, cols_dims, dim)
         for op in reduces:
-            slot = f"{acc_names[op.results[0].id]}_{'b' if block else 'l'}[{lane}]"
+            acc = slot(acc_names[op.results[0].id])
             val = r.load(op.operands[0], idx)
-            w(f"{slot} = {COMBINE[op.attrs['reducer']](slot, val, op.results[0].dtype)};")
+            w(f"{acc} = {COMBINE[op.attrs['reducer']](acc, val, op.results[0].dtype)};")
         r.pop()
 
     for op in reduces:
-        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-        ident = reducer_identity(op.attrs["reducer"], dt)
-        if block:
-            w(f"{ctype(dt)} {acc}_b[{ROW_BLOCK}];")
-            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = {ident};")
-        else:
-            w(f"{ctype(dt)} {acc};")
-    if block:
-        # column by column, one accumulator per row of the block: the row's values in order
+        w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]}_b[{rows.size}];")
+    if across:
+        # column by column, one accumulator per row of the block: each row's values in order
+        w.open(f"if (n_cols < {LANES})")
+        for op in reduces:
+            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = "
+              f"{reducer_identity(op.attrs['reducer'], dt)};")
         w.open("for (int64_t c = 0; c < n_cols; c++)")
-        _open_lanes(w, r, block_rows, dim)
-        body("c", "l")
-        r.pop()
-        close_rows(w)
+        rows.open(hoist=False)
+        body("c", lambda acc: f"{acc}_b[l]")
+        rows.close()
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
             init = r.load(op.operands[1], ())   # the init value, once per row (as XLA does)
             w(f"for (int l = 0; l < {ROW_BLOCK}; l++) "
               f"{acc}_b[l] = {COMBINE[op.attrs['reducer']](init, acc + '_b[l]', dt)};")
-            r.accs[op.results[0].id] = f"{acc}_b[l]"
-        return
+        w.else_()
     # one row: `lanes` accumulators over runs of that many columns, then runs of LANES_SHORT
     # into the first LANES_SHORT of them, then the rest one per lane; the lanes fold into
     # LANES_SHORT by whole vectors and are combined in order (one lane: the columns in order)
-    w.open()
+    rows.open()
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
         w(f"{ctype(dt)} {acc}_l[{lanes}];")
-        w(f"for (int l = 0; l < {lanes}; l++) {acc}_l[l] = "
+        w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = "
           f"{reducer_identity(op.attrs['reducer'], dt)};")
     w("int64_t c = 0;")
     for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
         w.open(f"for (; c + {run} <= n_cols; c += {run})")
-        w.open(f"for (int64_t l = 0; l < {run}; l++)")
-        w("const int64_t cc = c + l;")
-        body("cc", "l")
+        w.open(f"for (int64_t q = 0; q < {run}; q++)")
+        w("const int64_t cc = c + q;")
+        body("cc", lambda acc: f"{acc}_l[q]")
         close_rows(w)
         close_rows(w)
     w.open("for (; c < n_cols; c++)")
-    body("c", f"c & {LANES_SHORT - 1}" if lanes > 1 else "0")
+    body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
     close_rows(w)
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
         combine = COMBINE[op.attrs["reducer"]]
         if lanes > LANES_SHORT:
             w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
-              f"for (int l = 0; l < {LANES_SHORT}; l++) "
-              f"{acc}_l[l] = {combine(acc + '_l[l]', acc + '_l[k + l]', dt)};")
-        w(f"{acc} = {r.load(op.operands[1], ())};")   # the init value, once (as XLA does)
-        w(f"for (int l = 0; l < {min(lanes, LANES_SHORT)}; l++) "
-          f"{acc} = {combine(acc, acc + '_l[l]', dt)};")
-        r.accs[op.results[0].id] = acc
-    w.close()
+              f"for (int q = 0; q < {LANES_SHORT}; q++) "
+              f"{acc}_l[q] = {combine(acc + '_l[q]', acc + '_l[k + q]', dt)};")
+        w(f"{ctype(dt)} {acc} = {r.load(op.operands[1], ())};")   # the init value, once
+        w(f"for (int q = 0; q < {min(lanes, LANES_SHORT)}; q++) "
+          f"{acc} = {combine(acc, acc + '_l[q]', dt)};")
+        w(f"{acc}_b[l] = {acc};")
+    rows.close()
+    if across:
+        w.close()
+    for op in reduces:
+        r.accs[op.results[0].id] = f"{acc_names[op.results[0].id]}_b[l]"
