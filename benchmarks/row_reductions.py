@@ -1,9 +1,10 @@
 """Row reductions by row length: a softmax over rows of n columns, jdisc against jax.jit.
 
-    python benchmarks/row_reductions.py [--lengths 8,20,40,63,100,200] [--elements 200000]
+    python benchmarks/row_reductions.py [--lengths 3,8,20,40,63,100,200,1000] [--elements 200000]
 
-A stitch kernel's reductions have a version per size class of the row (lowering/stitch.py);
-this times one softmax (a max and a sum per row) over about `--elements` values at each row
+A stitch kernel runs rows shorter than 64 columns 16 at a time, its reductions across the rows,
+and longer rows one at a time in lanes (lowering/stitch.py); this times one softmax (a max and
+a sum per row) over about `--elements` values at each row
 length, jdisc compiled once for every length, jax.jit once per length, interleaved in one
 process. Medians of `--repeats` calls; set JDISC_NUM_THREADS=1 to compare the kernels alone.
 """
@@ -32,7 +33,7 @@ def _median_ms(f, x, repeats: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--lengths", default="8,20,40,63,100,200")
+    p.add_argument("--lengths", default="3,8,20,40,63,100,200,1000")
     p.add_argument("--elements", type=int, default=200000)
     p.add_argument("--repeats", type=int, default=50)
     a = p.parse_args()

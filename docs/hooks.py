@@ -12,6 +12,7 @@ table printer writes for those result files:
     captured   benchmarks/captured_weights.py files (a text block per file)
     interop    benchmarks/interop.py files (a text block per file)
     machine    the machine, date and load lines of `jdisc bench` files (a list)
+    printed    Markdown a script printed, saved as it was (benchmarks/row_reductions.py)
 
 and `<!-- plot: FILE NAME.png -->` shows jdisc.bench.plot's latency-vs-shape plot of a
 `jdisc bench` file, drawn into the site as NAME.png (pages at the docs' top level only).
@@ -73,11 +74,24 @@ def _machine(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _paragraphs(text: str) -> str:
+    """A blank line wherever a Markdown table starts or ends (a script prints none there)."""
+    out: list[str] = []
+    for line in text.strip().splitlines():
+        if out and out[-1] and out[-1].startswith("|") != line.startswith("|"):
+            out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
 def _results(kind: str, paths: list[str]) -> str:
     if kind == "bench":
         return _bench(paths)
     if kind == "machine":
         return _machine(paths)
+    if kind == "printed":
+        return "\n\n".join(f"`{os.path.relpath(p, ROOT)}`:\n\n{_paragraphs(open(p).read())}"
+                             for p in paths)
     if kind == "compile":
         return _printed(_script("compile_time").print_table, paths)
     if kind == "spectral":
