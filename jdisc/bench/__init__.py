@@ -523,10 +523,11 @@ def run(opts: argparse.Namespace) -> None:
               f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
               f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
               f"throwaway warm-up first")
-        print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between two "
-              "preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out bytes) / time; "
-              "W1/W3 sgemm = the forward pass's GEMMs as bare scipy_cblas_sgemm(_batch_strided) "
-              "calls, GFLOP/s = workload flops / time; jdisc/sgemm = time ratio")
+        print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between "
+              "two preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out "
+              "bytes) / time; W1/W3 sgemm = the forward pass's GEMMs as bare "
+              "scipy_cblas_sgemm(_batch_strided) calls, GFLOP/s = workload flops / time; "
+              "jdisc/sgemm = time ratio")
     for name, res in results.items():
         print_table(name, res)
     if decode:

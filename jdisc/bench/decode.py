@@ -13,10 +13,10 @@ sequence, so their logits can be compared step by step):
 * jax.jit per length: `jax.jit(step)`, one XLA compile per cache length.
 
 End to end from a fresh function (compiles included; jdisc's in an empty cache directory, as
-users get it: its first step served by jax.jit while it compiles, the bridge), then a second pass over the same loop (steady state,
-compiles done); medians over the repeats; ratio = side / padded jax.jit. The model: d = 128,
-4 heads, 2 layers, FFN 512, vocabulary 256, f32, random weights (seed 0). `jdisc bench
---workloads W7` and `benchmarks/decode.py` run it.
+users get it: its first step served by jax.jit while it compiles, the bridge), then a second
+pass over the same loop (steady state, compiles done); medians over the repeats; ratio = side
+/ padded jax.jit. The model: d = 128, 4 heads, 2 layers, FFN 512, vocabulary 256, f32, random
+weights (seed 0). `jdisc bench --workloads W7` and `benchmarks/decode.py` run it.
 """
 
 from __future__ import annotations

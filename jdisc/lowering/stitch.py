@@ -149,9 +149,10 @@ def emit_stitch(ctx: KernelContext) -> None:
     if not const:
         w(f"const int64_t per_block = n_cols < {LANES} ? {ROW_BLOCK} : 1;")
     w("/* this piece's scratch rows (a block's) */")
+    rows_of = "" if const else " * (size_t)per_block"
     for v in cached:
         w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
-          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols{'' if const else ' * (size_t)per_block'} + 1);")
+          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols{rows_of} + 1);")
     if cached:
         with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
             w("jd_failed = 1;")
