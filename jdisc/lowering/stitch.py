@@ -162,7 +162,8 @@ def emit_stitch(ctx: KernelContext) -> None:
     else:
         w.open("for (int64_t rb = jd_lo; rb < row_end; rb += per_block)")
         w("const int64_t nb = row_end - rb < per_block ? row_end - rb : per_block;")
-    if k > 1 and not const:   # the rows' indices, split once per block (a division each)
+    arrays = k > 1 and not const
+    if arrays:   # the rows' indices, split once per block (a division each)
         w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(k))};")
         w.open("for (int64_t l = 0; l < nb; l++)")
         w("const int64_t row = rb + l;")
@@ -171,14 +172,13 @@ def emit_stitch(ctx: KernelContext) -> None:
         w.close()
     r.row_dims = tuple(rows_dims)
     r.push()
-    arrays = k > 1 and not const
     n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
     final = level.get(out.id, 0)
     out_is_row = root.name == "reduce" or out.id in r.row_values
     acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
+    row_buffers = [(ctype(v.dtype), buffers[v.id]) for v in cached]
     for p in range(max(n_phases, final + 1)):
-        rows = _Rows(w, r, kernel, level, p, rows_dims, dim, arrays, const,
-                     [(ctype(v.dtype), buffers[v.id]) for v in cached])
+        rows = _Rows(w, r, kernel, level, p, rows_dims, dim, arrays, const, row_buffers)
         _hoist_reciprocals(rows)
         phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
         phase_cached = [v for v in cached if level[v.id] == p]
