@@ -68,7 +68,8 @@ def main() -> None:
     p.add_argument("--json", default=None)
     p.add_argument("--only", default="", help="run the cases whose name contains this")
     p.add_argument("--table", nargs="+", metavar="RESULT.json",
-                   help="print the ratios per case from result files, a column each")
+                   help="print the ratios (and jdisc's ms) per case from result files, a "
+                        "column each")
     opts = p.parse_args()
     if opts.table:
         print_table(opts.table)
@@ -109,19 +110,21 @@ def main() -> None:
 
 
 def print_table(paths: list[str]) -> None:
-    """One row per case and shape, one ratio column per result file, then each file's time
-    and load."""
+    """One row per case and shape, one column per result file (the ratio, and jdisc's own
+    milliseconds in brackets: XLA's times vary more between runs than jdisc's), then each
+    file's time and load."""
     runs = [json.load(open(p)) for p in paths]
     print("| case | shape | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
     print("|---|---|" + "---|" * len(runs))
-    keyed = [{(r["case"], tuple(r["shape"])): r["ratio"] for r in run["rows"]} for run in runs]
+    keyed = [{(r["case"], tuple(r["shape"])): r for r in run["rows"]} for run in runs]
     for (case, shape) in keyed[0]:
-        cells = [f"{k[(case, shape)]:.2f}" if (case, shape) in k else "n/a" for k in keyed]
+        cells = [f"{k[(case, shape)]['ratio']:.2f} ({k[(case, shape)]['jdisc_ms']:.3f} ms)"
+                 if (case, shape) in k else "n/a" for k in keyed]
         print(f"| {case} | {shape} | " + " | ".join(cells) + " |")
     for label, pick in (("FFTs", lambda c: "fft" in c), ("LAPACK", lambda c: "fft" not in c)):
         cells = []
         for k in keyed:
-            got = [r for (c, _), r in k.items() if pick(c)]
+            got = [r["ratio"] for (c, _), r in k.items() if pick(c)]
             cells.append(f"{statistics.geometric_mean(got):.2f}" if got else "n/a")
         if any(c != "n/a" for c in cells):
             print(f"| geomean, {label} | | " + " | ".join(cells) + " |")

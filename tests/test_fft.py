@@ -97,11 +97,13 @@ def test_batch_in_the_middle_and_helpers(rng):
 
 def test_large_batches_split_over_the_pool(rng):
     # from 4096 values per call the batch runs in pieces on the pool, each piece with its own
-    # scratch (plans are shared): odd piece boundaries, every kind, a Bluestein length, 2-D
+    # scratch (plans are shared) and whole chunks of batch elements side by side: 8 per chunk,
+    # or fewer so that every thread has one (4 on 2 threads: chunks of 2). Odd piece and chunk
+    # boundaries, every kind, a Bluestein length, 2-D
     run(rng, {"fft": F.fft, "ifft": F.ifft}, (257,), True, False, batches=(1, 17, 61))
     run(rng, {"rfft": F.rfft, "rfft2": F.rfft2}, (12, 74), False, False, batches=(1, 7, 23))
     run(rng, {"irfft": lambda x: F.irfft(x, n=300), "fft2": F.fft2}, (9, 151), True, False,
-        batches=(1, 5, 31))
+        batches=(1, 4, 5, 31))
 
 
 @pytest.mark.parametrize("kind", ["fft", "ifft", "rfft", "irfft"])

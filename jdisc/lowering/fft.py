@@ -155,18 +155,24 @@ def emit_fft(ctx: KernelContext) -> None:
     else:
         w("if (failed) return 1;   /* the launcher reports it as out of memory */")
         w(f"const int64_t need = jd_fft{f}_axes_work(plans, len, {rank}, 1);")
-    # batch elements in pieces on the pool, each piece with its own block and scratch, in
-    # chunks of up to VEC elements side by side
+    # batch elements in chunks of up to VEC side by side, the chunks in pieces on the pool
+    # (each piece with its own block and scratch): VEC per chunk, or fewer so that every
+    # thread has one; a piece never splits a chunk
     real_t = precision(op)
-    w.parallel("nb", f"nb > 1 && nb * {total} >= {PARALLEL_MIN_VALUES}", shares, failed="failed")
+    w(f"enum {{ VEC = {vec} }};   /* batch elements transformed side by side, at most */")
+    w(f"const int go = nb > 1 && nb * {total} >= {PARALLEL_MIN_VALUES};")
+    w("const int64_t threads = go ? jd_parallel_threads() : 1;")
+    w("const int64_t cv = nb >= VEC * threads ? VEC : (nb + threads - 1) / threads;")
+    w("const int64_t chunks = (nb + cv - 1) / cv;")
+    shares += [("int64_t", "nb"), ("int64_t", "cv")]
+    w.parallel("chunks", "go && chunks > 1", shares, failed="failed")
     with w.block(""):
-        w(f"enum {{ VEC = {vec} }};   /* batch elements transformed side by side */")
         w(f"const int64_t len[{rank}] = {{{', '.join(map(str, lengths))}}};")
-        w(f"{real_t} *row = " + (f"({real_t} *)malloc(sizeof({real_t}) * {last} * VEC)"
+        w(f"{real_t} *row = " + (f"({real_t} *)malloc(sizeof({real_t}) * {last} * cv)"
                                  if real else "NULL") + ";")
-        w(f"{real_t} *block = ({real_t} *)malloc(sizeof({real_t}) * {2 * block} * VEC);")
+        w(f"{real_t} *block = ({real_t} *)malloc(sizeof({real_t}) * {2 * block} * cv);")
         w(f"{real_t} *work = ({real_t} *)malloc(sizeof({real_t}) * (size_t)(2 * need + 2) * "
-          "VEC);")
+          "cv);")
         w(f"if (!block || !work{' || !row' if real else ''}) failed = 1;")
         _emit_batch_loop(w, kind, lengths, src, dst, x.dtype, out.dtype, f, real_t)
         w("free(block); free(work); free(row);")
@@ -175,16 +181,17 @@ def emit_fft(ctx: KernelContext) -> None:
 
 def _emit_batch_loop(w, kind: str, lengths, src: str, dst: str, in_dt: str, out_dt: str,
                      f: str, real_t: str):
-    """The transforms of batch elements jd_lo .. jd_hi, VEC at a time (none when a buffer is
-    missing): element b0 + e of a chunk of v is column e of the block and the rows."""
+    """The transforms of the chunks jd_lo .. jd_hi of cv batch elements each (none when a
+    buffer is missing): element b0 + e of a chunk of v is column e of the block and the rows."""
     rank, total, last, half, lead, block, n_complex = _sizes(kind, lengths)
     real = kind in ("RFFT", "IRFFT")
     inverse = int(kind in ("IFFT", "IRFFT"))
     scale = f"({real_t})1" if not inverse else f"({real_t})(1.0 / {total}.0)"
     mk = f"JD_{out_dt.upper()}" if out_dt in ("c64", "c128") else None
     re_, im_ = _parts(in_dt) if in_dt in ("c64", "c128") else ("", "")
-    with w.block("for (int64_t b0 = jd_lo; b0 < (failed ? jd_lo : jd_hi); b0 += VEC)"):
-        w("const int64_t v = jd_hi - b0 < VEC ? jd_hi - b0 : VEC;")
+    w("const int64_t b_end = jd_hi * cv < nb ? jd_hi * cv : nb;")
+    with w.block("for (int64_t b0 = jd_lo * cv; b0 < (failed ? b0 : b_end); b0 += cv)"):
+        w("const int64_t v = b_end - b0 < cv ? b_end - b0 : cv;")
         w(f"const {real_t} scale = {scale}; (void)scale;")
         if kind == "RFFT":               # real rows, then the leading axes of the half block
             with w.block(f"for (int64_t q = 0; q < {lead}; q++)"):

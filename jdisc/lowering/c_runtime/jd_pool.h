@@ -250,6 +250,7 @@ static int jd_kernel_threads(void) {
   return __atomic_load_n(&jd_kernel_threads_now, __ATOMIC_RELAXED);
 }
 int jd_current_threads(void) { return jd_kernel_threads(); }   /* for tests */
+JD_RT int jd_parallel_threads(void) { return jd_kernel_threads(); }
 int jd_own_runnable(void) { return jd_runnable_own(); }          /* for tests */
 
 /* Pieces per thread: enough that a thread that starts late, or runs slowly beside a busy

@@ -24,6 +24,9 @@ static inline void jd_region_fail(jd_region *r) {
    enough to share), else as one piece on the calling thread (jd_pool.h). */
 JD_RT void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go);
 
+/* the threads a parallel loop would run on now (a kernel that sizes its pieces itself) */
+JD_RT int jd_parallel_threads(void);
+
 /* the element type: what jd_gemm's `kind` selects */
 enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
 
