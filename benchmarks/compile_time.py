@@ -6,9 +6,10 @@
 Per workload and repeat, a fresh process, with an empty jdisc cache ("cold") and with a cache
 directory where another program was compiled before ("new program": the runtime unit and the
 compiler probe are on disk, as for every program after a user's first). jdisc: the first call of
-`jdisc.jit` at (B, S) = (2, 37) (the split below is the cold one's), split by `stats()["stage_seconds"]` into the driver's stages
-(export, mlir, import, passes, c, library; `cc` is the C compiler's part of `library`) and the
-rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace and lower) and `.compile()` at the same
+`jdisc.jit(..., bridge=False)` at (B, S) = (2, 37), which waits for the compile (by default the
+first call runs with jax.jit while jdisc compiles: benchmarks/first_call.py), split by
+`stats()["stage_seconds"]` (the cold one's) into the driver's stages (export, mlir, import,
+passes, c, library; `cc` is the C compiler's part of `library`) and the rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace and lower) and `.compile()` at the same
 shape. Medians over the repeats; `cold / XLA` = jdisc's first call / XLA's lower + compile.
 XLA's own compile cache is not persistent here (jax's default), so its side is always cold.
 """
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 _CHILD = r"""
 import json, sys, time
@@ -37,11 +39,12 @@ lowered = jax.jit(wl.fn).lower(*args)
 t1 = time.perf_counter()
 lowered.compile()
 t2 = time.perf_counter()
-f = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes)
+f = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes, bridge=False)   # the compile, not jax.jit's
 t3 = time.perf_counter()
 jax.block_until_ready(f(*args))
 t4 = time.perf_counter()
 st = f.stats()
+assert st["compiles"] == 1 and st.get("stage_seconds"), st
 print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "jdisc_first": t4 - t3,
                   "stages": st.get("stage_seconds", {}), "compiles": st["compiles"]}))
 """
@@ -51,7 +54,7 @@ STAGES = ("export", "mlir", "import", "passes", "c", "library", "cc")
 
 _OTHER_PROGRAM = r"""
 import numpy as np, jdisc
-jdisc.jit(lambda x: x * 2 + 1, dynamic_axes=({0: "n"},))(np.ones(3, np.float32))
+jdisc.jit(lambda x: x * 2 + 1, dynamic_axes=({0: "n"},), bridge=False)(np.ones(3, np.float32))
 """
 
 
@@ -76,7 +79,8 @@ def main() -> None:
     if a.table:
         print_table(a.table)
         return
-    print("load average before:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    started, load_before = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()
+    print("load average before:", " ".join(f"{x:.2f}" for x in load_before))
     rows = []
     for name in a.workloads.split(","):
         runs = [one(name, False) for _ in range(a.repeats)]
@@ -105,7 +109,11 @@ def main() -> None:
     print("load average after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "repeats": a.repeats, "cpus": os.cpu_count()}, f, indent=1)
+            json.dump({"rows": rows, "repeats": a.repeats, "cpus": os.cpu_count(),
+                       "started": started, "load_before": load_before,
+                       "load_after": os.getloadavg(),
+                       "command": f"python benchmarks/compile_time.py --repeats {a.repeats}"},
+                      f, indent=1)
 
 
 def print_table(paths: list[str]) -> None:

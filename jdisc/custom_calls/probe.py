@@ -24,6 +24,7 @@ import os
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from jdisc.lowering.stitch import LANES, LANES_SHORT
 
@@ -114,13 +115,19 @@ def _verdict(key, compiler: list[str], cflags: list[str], identity: str,
 def _run_probes(compiler: list[str], cflags: list[str]) -> list[str]:
     # only code-generation flags matter; -shared/-fPIC would make the probe a library
     flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
+    def needs(probe) -> list[str]:
+        name, source, avoided, fix = probe
+        if _probe_ok(compiler, flags, tmp, name, source) or \
+                _probe_ok(compiler, flags, tmp, name + "-avoided", avoided):
+            return []
+        return fix
+
     extra: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jdisc-probe-") as tmp:
-        for name, source, avoided, fix in PROBES:
-            if _probe_ok(compiler, flags, tmp, name, source):
-                continue
-            if not _probe_ok(compiler, flags, tmp, name + "-avoided", avoided):
-                extra += fix
+        # at once: on a cold cache every compile waits for the verdict
+        with ThreadPoolExecutor(max(1, len(PROBES))) as pool:
+            for fix in pool.map(needs, PROBES):
+                extra += [f for f in fix if f not in extra]
     return extra
 
 
