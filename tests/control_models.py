@@ -501,6 +501,64 @@ def while_in_cond(x):
     return lax.cond(x.sum() > 0, halve_until_small, lambda v: (v * 2.0, jnp.int32(0)), x)
 
 
+# ------------------------------------------------------------------------------- tree search
+
+def tree_search(prior, leaf_value, n_sims):
+    """A search over B trees of N nodes (as in MCTS libraries, in plain jax): node 0 is the
+    root, simulation s adds node s + 1. Each of n_sims <= N - 1 simulations walks from the root
+    by PUCT (the best child by mean value plus a prior bonus) until the chosen action has no
+    child, adds the child there, and backs its value up to the root. prior [B, N, A] and
+    leaf_value [B, N]; the trees are vmapped, so the walks are batched while loops whose steps
+    gather and scatter at data-dependent nodes. Returns the root's visits and value sum and
+    the root's children."""
+    b, n, a = prior.shape
+    children = jnp.full((b, n, a), -1, jnp.int32)
+    parents = jnp.full((b, n), -1, jnp.int32)
+    visits = jnp.zeros((b, n), jnp.float32)
+    value_sum = jnp.zeros((b, n), jnp.float32)
+
+    def one_tree(children, parents, visits, value_sum, prior, leaf_value, sim):
+        def best_action(node):
+            kids = children[node]
+            seen = kids >= 0
+            kv = jnp.where(seen, visits[jnp.maximum(kids, 0)], 0.0)
+            kq = jnp.where(seen, value_sum[jnp.maximum(kids, 0)] / jnp.maximum(kv, 1.0), 0.0)
+            u = prior[node] * jnp.sqrt(visits[node] + 1.0) / (1.0 + kv)
+            return jnp.argmax(kq + 1.25 * u).astype(jnp.int32)
+
+        def descend(c):
+            child = children[c[0], c[1]]
+            return child, best_action(child)
+        node, act = lax.while_loop(lambda c: children[c[0], c[1]] >= 0, descend,
+                                   (jnp.int32(0), best_action(0)))
+        new = sim + 1
+        children = children.at[node, act].set(new)
+        parents = parents.at[new].set(node)
+        v = leaf_value[new]
+
+        def back_up(c):
+            k, visits, value_sum = c
+            return parents[k], visits.at[k].add(1.0), value_sum.at[k].add(v)
+        _, visits, value_sum = lax.while_loop(lambda c: c[0] >= 0, back_up,
+                                              (new, visits, value_sum))
+        return children, parents, visits, value_sum
+
+    step = jax.vmap(one_tree, in_axes=(0, 0, 0, 0, 0, 0, None))
+    children, parents, visits, value_sum = lax.fori_loop(
+        0, n_sims, lambda s, st: step(*st, prior, leaf_value, s),
+        (children, parents, visits, value_sum))
+    return visits[:, 0], value_sum[:, 0], children[:, 0]
+
+
+def tree_search_inputs(b: int, n: int, rng: np.random.Generator, a: int = 8, sims=None):
+    """(prior, leaf_value, n_sims) for B trees of N nodes and A actions: n_sims = N - 1 (every
+    node added) unless given."""
+    logits = rng.standard_normal((b, n, a))
+    prior = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    return (prior.astype(np.float32), rng.uniform(-1, 1, (b, n)).astype(np.float32),
+            np.int32(max(n - 1, 0) if sims is None else sims))
+
+
 # ------------------------------------------------------------------------------- registry
 
 DYNAMIC_AXES = {
@@ -523,6 +581,7 @@ DYNAMIC_AXES = {
     "halve_until_small": ({0: "B", 1: "S"},),
     "cond_in_while": ({0: "N"},),
     "while_in_cond": ({0: "B", 1: "S"},),
+    "tree_search": ({0: "B", 1: "N"}, {0: "B", 1: "N"}, None),
 }
 
 MODELS = {name: globals()[name] for name in DYNAMIC_AXES}

@@ -158,7 +158,17 @@ def cheap_args(name, rng):
         return decode_args(rng)
     if name == "cond_switch":
         return cond_switch_args(rng)
+    if name == "tree_search":
+        return tree_search_args(rng)
     return tiny_args(name, rng)
+
+
+def tree_search_args(rng):
+    """(B, N) with no tree, one node (no simulation), two, small primes and 33 nodes; one run
+    stops after 3 of its 12 possible simulations (the trip count is data)."""
+    return [C.tree_search_inputs(b, n, rng, sims=s)
+            for b, n, s in [(0, 5, None), (1, 1, None), (1, 2, None), (3, 7, None),
+                            (2, 33, None), (5, 13, 3)]]
 
 
 # ------------------------------------------------------------------------------- JAX side (fast)
@@ -172,6 +182,7 @@ EXPECTED_CONTROL = {
     "zero_trip_while": {"while": 1}, "one_trip": {"while": 1}, "many_trips": {"while": 1},
     "count_loop": {"while": 1}, "halve_until_small": {"while": 1},
     "cond_in_while": {"while": 1, "case": 1}, "while_in_cond": {"while": 1, "case": 1},
+    "tree_search": {"while": 3},
 }
 
 
@@ -360,6 +371,15 @@ def test_greedy_decode(rng):
 def test_solver(name, rng):
     # iteration counts compare exactly (int32), solutions and residuals with TOL_SOLVER
     differential(C.MODELS[name], C.DYNAMIC_AXES[name], solver_args(name, rng), TOL_SOLVER)
+
+
+def test_tree_search(rng):
+    # the children compare exactly (int32); visits (whole numbers) and value sums (the same
+    # leaf values added in the same order on both sides) with TOL_ELEMENTWISE. Every step's
+    # gathers and scatters land at nodes the previous steps chose, so one wrong index changes
+    # the tree.
+    differential(C.tree_search, C.DYNAMIC_AXES["tree_search"], tree_search_args(rng),
+                 TOL_ELEMENTWISE)
 
 
 def test_cond_switch(rng):
