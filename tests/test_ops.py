@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jdisc
-from conftest import assert_close, check_against_jax
+from conftest import assert_close, check_against_jax, to_ir
 
 
 def check(fn, dynamic_axes, make_args, sizes, constraints=(), tol=0.0):
@@ -410,6 +410,44 @@ def test_scatter_add_set_max_with_repeated_and_dropped_indices(rng):
     check(f, ({0: "B"}, None, None),
           lambda n: (mat(rng, n, 4), idx, rng.standard_normal((3, 4)).astype(np.float32)),
           [3, 9], constraints=("B >= 3",), tol=1e-6)
+
+
+def _masked_scatters(x, i, u, m, flag):
+    s = x.at[i].add(-u)
+    return (jnp.where(m, x.at[i].add(u), x),            # updates only where m holds
+            jnp.where(m, x, x.at[i].set(u)),            # the two swapped: where m does not
+            jnp.where(flag, x.at[i].max(u), x),         # a scalar mask
+            jnp.where(m[:, :1], x.at[i + 5].multiply(u, mode="drop"), x),  # a broadcast one
+            jnp.where(m, s, x), s * 2)                  # a scatter read twice: not folded
+
+
+def test_scatter_under_a_select_of_its_operand(rng):
+    # select(m, scatter(x, ...), x) is one scatter that skips the updates whose target m
+    # masks (passes/simplify.py), as jax's batched while_loop writes its carried values back;
+    # repeated indices, dropped indices, both polarities, scalar and broadcast masks
+    idx = np.array([0, 2, 2, 1], np.int32)
+
+    def make(n):
+        m = rng.random((n, 4)) < 0.5
+        m[2] = [True, False, True, False]
+        return (mat(rng, n, 4), idx, rng.standard_normal((4, 4)).astype(np.float32), m,
+                np.bool_(n % 2))
+    check(_masked_scatters, ({0: "N"}, None, None, {0: "N"}, None), make, [3, 4, 9],
+                  constraints=("N >= 3",), tol=1e-6)
+
+
+@pytest.mark.fast
+def test_a_select_of_a_scatter_and_its_operand_is_one_scatter():
+    prog = to_ir(_masked_scatters, ({0: "N"}, None, None, {0: "N"}, None),
+                 np.ones((3, 4), np.float32), np.zeros(4, np.int32),
+                 np.ones((4, 4), np.float32), np.ones((3, 4), bool), np.bool_(True))
+    scatters = [k.root for k in prog.kernels if k.kind == "scatter"]
+    masked = sorted(op.attrs["mask_when"] for op in scatters if len(op.operands) == 4)
+    assert masked == [False, True, True, True] and len(scatters) == 5
+    # the one select of a scatter left is that of the scatter read twice
+    assert sum(op.name == "select" and any(v.producer is not None and v.producer.name ==
+                                           "scatter" for v in op.operands)
+               for k in prog.kernels for op in k.ops) == 1
 
 
 def test_select_and_scatter_from_max_pool_gradient(rng):

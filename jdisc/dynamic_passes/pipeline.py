@@ -29,7 +29,7 @@ from jdisc.dynamic_passes.passes.memory_plan import plan_donation, plan_memory
 from jdisc.dynamic_passes.passes.parallel_axes import find_parallel_axes
 from jdisc.dynamic_passes.passes.plan_check import check_plan
 from jdisc.dynamic_passes.passes.shape_prop import propagate_shapes
-from jdisc.dynamic_passes.passes.simplify import fold_add_zero
+from jdisc.dynamic_passes.passes.simplify import fold_add_zero, fold_select_into_scatter
 from jdisc.dynamic_passes.passes.supported import check_supported
 from jdisc.errors import JdiscError, compile_stage, internal_error
 
@@ -73,6 +73,7 @@ PASSES: list[Pass] = [
     resolve_dynamic_ops,      # dynamic_* ops -> static ops with symbolic shapes; assertions -> checks
     materialize_dim_values,   # dimension sizes used as data -> dim_constant
     fold_add_zero,            # x + 0 -> x, as XLA folds it (signed zeros, subnormals)
+    fold_select_into_scatter, # select(m, scatter(x, ...), x) -> a scatter masked by m
     eliminate_dead_code,
     outline_regions,          # while/if/case regions -> Programs with explicit captures
     analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors

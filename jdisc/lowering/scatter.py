@@ -1,6 +1,8 @@
 """stablehlo.scatter: copy the operand into the result, then apply the update computation for
 every update element whose target lies inside the operand (others are skipped, as the spec
-says). Sequential in update order, so repeated indices combine deterministically."""
+says). Sequential in update order, so repeated indices combine deterministically. A masked
+scatter (a fourth operand, of the operand's shape or a scalar: passes/simplify.py) applies an
+update only where the mask, at the element it targets, is `mask_when`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from jdisc.lowering.loops import KernelContext, Renderer, loop_nest, operand_ind
 def emit_scatter(ctx: KernelContext) -> None:
     w, kernel, inputs, outputs, dim, _ = ctx.unpack()
     op = kernel.root
-    x, indices, upd = op.operands
+    x, indices, upd = op.operands[:3]
+    mask = op.operands[3] if len(op.operands) == 4 else None     # simplify.py's masked scatter
     out = op.results[0]
     dn = op.attrs["scatter_dimension_numbers"]
     ivd = dn["index_vector_dim"]
@@ -35,9 +38,14 @@ def emit_scatter(ctx: KernelContext) -> None:
         for d in range(x.rank):
             lin = f"({lin}) * {dim(x.shape[d])} + p{d}" if d else f"p{d}"
         w(f"const int64_t at = {lin};")
+        if mask is not None:         # the update goes through where the mask says so
+            m = f"{inputs[mask.id]}[{'at' if mask.rank else '0'}]"
+            w.open(f"if ({m if op.attrs['mask_when'] else '!' + m})")
         val = r.load(upd, uidx)
         (new,) = render_body(w, r, op.regions[0], [f"{outputs[0]}[at]", val])
         w(f"{outputs[0]}[at] = {new};")
+        if mask is not None:
+            w.close()
     close()
 
 

@@ -406,10 +406,11 @@ def _scatter(a: Analysis, op: Op) -> None:
     dims = a.marked(op)
     for v in list(op.operands) + list(op.results):
         dims.update(a.axes(v))
-    if len(op.operands) != 3 or len(op.regions) != 1:
+    if len(op.operands) not in (3, 4) or len(op.regions) != 1:
         a.refuse(dims, op, "jdisc does not know how this op partitions")
         return
-    x, idx, upd = op.operands
+    x, idx, upd = op.operands[:3]
+    mask = op.operands[3] if len(op.operands) == 4 else None    # read where x is (simplify.py)
     dn = op.attrs["scatter_dimension_numbers"]
     ivd, window = dn["index_vector_dim"], dn["update_window_dims"]
     idx_dims = [i for i in range(idx.rank) if i != ivd]
@@ -422,13 +423,15 @@ def _scatter(a: Analysis, op: Op) -> None:
         paired = j is not None and k is not None and j in idx_dims and k in upd_dims and \
             idx_dims.index(j) == upd_dims.index(k)
         kind, scale = a.of(upd, d)
+        masked_along = mask is None or mask.rank == 0 and not a.depends(mask, d) or \
+            a.axes(mask).get(d) == i and a.of(mask, d) == EXACT
         if paired and i is not None and batching.get(i) == j and a.of(idx, d) == EXACT and \
-                kind == "exact" and a.of(x, d)[0] == "exact" and \
+                kind == "exact" and a.of(x, d)[0] == "exact" and masked_along and \
                 (scale == 0 or _adds(op.regions[0])):     # (a rescaled add is homogeneous)
             if a.of(x, d)[1] == scale or (_zero_constant(x) and _adds(op.regions[0])):
                 a.set(op.result, d, (kind, scale))          # batched along the dim
                 continue
-        if paired and i is None and kind == "exact" and not a.depends(x, d) and \
+        if paired and i is None and kind == "exact" and not a.depends(x, d) and mask is None and \
                 a.of(idx, d) == EXACT and _adds(op.regions[0]) and _zero_constant(x):
             a.set(op.result, d, ("add", scale))
         else:
