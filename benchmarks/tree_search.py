@@ -3,6 +3,7 @@
 expansion by scatter and a back-up by scatter-add, all in vmapped while loops).
 
     python benchmarks/tree_search.py [--repeats 9] [--rounds 3] [--json OUT.json]
+    python benchmarks/tree_search.py --table A.json [B.json ...]   # the docs' table
 
 One jdisc compile (dynamic B and N) and one jax.jit compile per shape; per shape the median of
 `--rounds` rounds of the median of `--repeats` calls of each side, the sides alternating by
@@ -44,7 +45,13 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default=None)
+    p.add_argument("--table", nargs="+", metavar="RESULT.json",
+                   help="print the ratios (and jdisc's ms) per shape from result files, a "
+                        "column each")
     opts = p.parse_args()
+    if opts.table:
+        print_table(opts.table)
+        return
     started, load_before = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load before {load_before:.2f}")
     fn, axes = control_models.tree_search, control_models.DYNAMIC_AXES["tree_search"]
@@ -74,6 +81,24 @@ def main() -> None:
                            f"--rounds {opts.rounds}"}
         with open(opts.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+def print_table(paths: list[str]) -> None:
+    """One row per shape, one column per result file (jdisc / jax.jit, and jdisc's own
+    milliseconds), the geomean, then each file's time, load and command."""
+    runs = [json.load(open(p)) for p in paths]
+    print("| B, N | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
+    print("|---|" + "---|" * len(runs))
+    for j, row in enumerate(runs[0]["rows"]):
+        cells = [f"{r['rows'][j]['ratio']:.2f} ({r['rows'][j]['jdisc_ms']:.3f} ms)" for r in runs]
+        print(f"| {row['B']}, {row['N']} | " + " | ".join(cells) + " |")
+    print("| geomean | " + " | ".join(
+        f"{statistics.geometric_mean(x['ratio'] for x in r['rows']):.2f}" for r in runs) + " |")
+    for i, run in enumerate(runs):
+        m = run["meta"]
+        print(f"\nrun {i + 1}: {m['started']}, load {m['load_before']:.2f} before / "
+              f"{m['load_after']:.2f} after, {m['cpus']} CPUs, jax {m['jax']}, "
+              f"`{m['command']}`")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ import control_models as C
 from jdisc.dynamic_passes.importer import mlir_import
 from jdisc.export.exporter import export_function
 from jdisc.export.specs import leaf_specs, normalize_dynamic_axes, positional_names
-from conftest import assert_close, differential
+from conftest import assert_close, differential, to_ir
 
 TOL_RECURRENT = 2e-5
 TOL_ELEMENTWISE = 2e-6
@@ -380,6 +380,68 @@ def test_tree_search(rng):
     # the tree.
     differential(C.tree_search, C.DYNAMIC_AXES["tree_search"], tree_search_args(rng),
                  TOL_ELEMENTWISE)
+
+
+# loops whose body changes a carried buffer through a scatter or an inner loop: in place where
+# nothing reads the old value later (control_flow.confirm_in_place), two buffers otherwise
+def _scatter_then_read_old(x, i):
+    return lax.fori_loop(0, 5, lambda k, c: (c[0].at[i + k].add(1.0), c[1] + c[0].sum()),
+                         (x, jnp.float32(0)))
+
+
+def _scatter_of_own_gather(x, i):
+    return lax.fori_loop(0, 7, lambda k, v: v.at[(i + k) % v.shape[0]].set(v[i] * 2.0 + k), x)
+
+
+def _scatter_into_result_and_old(x, i):
+    return lax.fori_loop(0, 3, lambda k, c: (c[0].at[i].add(c[1][i]), c[0] * 0.5),
+                         (x, x))
+
+
+def _inner_loop_then_read_old(x, n):
+    def body(k, c):
+        v, acc = c
+        w = lax.fori_loop(0, n, lambda j, u: u.at[(j + k) % u.shape[0]].add(1.0), v)
+        return w, acc + (v * w).sum()     # the old v, read after the inner loop
+    return lax.fori_loop(0, 4, body, (x, jnp.float32(0)))
+
+
+def _inner_loop_in_place(x, n):
+    def body(k, v):
+        return lax.fori_loop(0, n, lambda j, u: u.at[(j * 3 + k) % u.shape[0]].multiply(1.5), v)
+    return lax.fori_loop(0, 4, body, x)
+
+
+IN_PLACE_CASES = {   # name: (function, whether the outer loop keeps the vector's buffer single)
+    "scatter_then_read_old": (_scatter_then_read_old, False),
+    "scatter_of_own_gather": (_scatter_of_own_gather, True),
+    "scatter_into_result_and_old": (_scatter_into_result_and_old, None),   # by kernel order
+    "inner_loop_then_read_old": (_inner_loop_then_read_old, False),
+    "inner_loop_in_place": (_inner_loop_in_place, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE_CASES))
+def test_carried_buffers_updated_in_place(name, rng):
+    fn, single = IN_PLACE_CASES[name]
+    second = np.int32(3) if name.startswith("inner") else np.int32(1)
+    differential(fn, ({0: "N"}, None), [(normal(rng, n), second) for n in (2, 3, 7, 64)],
+                 TOL_ELEMENTWISE)
+    prog = to_ir(fn, ({0: "N"}, None), normal(rng, 5), second)
+    (loop,) = [k.root for k in prog.kernels if k.kind == "while"]
+    # the vectors are the loop's carried values of rank 1 (the rest: counters, sums)
+    assert single is None or \
+        any(loop.results[i].rank == 1 for i in loop.attrs["in_place"]) == single
+
+
+def test_tree_search_updates_its_trees_in_place(rng):
+    prog = to_ir(C.tree_search, C.DYNAMIC_AXES["tree_search"],
+                 *C.tree_search_inputs(2, 9, rng))
+    (loop,) = [k.root for k in prog.kernels if k.kind == "while"]
+    assert loop.attrs["in_place"] == (1, 2, 3, 4)    # children, parents, visits, value sums
+    inner = [k.root for k in loop.programs[1].kernels if k.kind == "while"]
+    back_up = [w for w in inner if len(w.attrs["in_place"]) == 2]
+    assert len(back_up) == 1        # visits and value sums, through masked scatters
 
 
 def test_cond_switch(rng):

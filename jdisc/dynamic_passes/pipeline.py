@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 from jdisc.dynamic_passes.algebra.constraints import ShapeConstraints
 from jdisc.dynamic_passes.ir.program import Program, Scope, Value, format_program
 from jdisc.dynamic_passes.ir.verify import verify
-from jdisc.dynamic_passes.passes.control_flow import (forward_loop_invariants, outline_regions,
-                                                      scratch_layout)
+from jdisc.dynamic_passes.passes.control_flow import (confirm_in_place, forward_loop_invariants,
+                                                      outline_regions, scratch_layout)
 from jdisc.dynamic_passes.passes.convolutions import canonicalize_convolutions
 from jdisc.dynamic_passes.passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
@@ -58,6 +58,8 @@ def compile_regions(prog: Program) -> Program:
             run_passes(sub, REGION_PASSES, dump_as=f"{prog.name}.{sub.name}")
             for k in sub.kernels:   # one C namespace for the whole program
                 k.name = k.name.replace("jd_", f"jd_{sub.name}_", 1)
+        if op.name == "while":
+            confirm_in_place(op)      # its body planned: which carried buffers stay single
         _, _, total = scratch_layout(op)
         scratch = Value("u8", (total,))
         scratch.producer = op

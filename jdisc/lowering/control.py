@@ -11,8 +11,9 @@ memory on the host and calls the region functions. Nothing is interpreted betwee
 
 A `while` keeps two buffers per carried value: the body reads one and writes the other, and the
 two are swapped (pointers, not bytes) after every iteration. Carried values the body changes
-only through an in-place `dynamic_update_slice` (jax's `scan` outputs) have one buffer, which
-the body updates where it lies (an `update` kernel).
+in place have one buffer, which the body updates where it lies: through a
+`dynamic_update_slice` (jax's `scan` outputs; an `update` kernel), a scatter (no copy of its
+operand), or an inner loop that starts on the buffer (control_flow.py).
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def _emit_while(w: CWriter, op, buffers, dim, offsets: dict[int, Dim]) -> None:
         nxt = f"scratch + {dim(offsets[i])}" if i in offsets else mine
         how = "swapped each iteration" if i in offsets else "updated in place"
         w(f"cur[{i}] = (void *)({mine}); nxt[{i}] = (void *)({nxt});   /* carried {i}: {how} */")
-        w(f"jd_copy(cur[{i}], {buffers[init.id]}, {buffer_bytes(r, dim)});")
+        # an inner loop of a body that updates the buffer in place starts on it (control_flow.py)
+        w(f"if (cur[{i}] != (void *)({buffers[init.id]})) "
+          f"jd_copy(cur[{i}], {buffers[init.id]}, {buffer_bytes(r, dim)});")
     for j, c in enumerate(captures):
         w(f"rin[{n + j}] = (void *)({buffers[c.id]});")
     with w.block("for (;;)"):

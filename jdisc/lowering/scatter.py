@@ -2,7 +2,9 @@
 every update element whose target lies inside the operand (others are skipped, as the spec
 says). Sequential in update order, so repeated indices combine deterministically. A masked
 scatter (a fourth operand, of the operand's shape or a scalar: passes/simplify.py) applies an
-update only where the mask, at the element it targets, is `mask_when`."""
+update only where the mask, at the element it targets, is `mask_when`. A scatter of a loop's
+carried buffer that the loop updates in place (control_flow.py) finds the operand in the
+result's buffer: no copy."""
 
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ def emit_scatter(ctx: KernelContext) -> None:
     ivd = dn["index_vector_dim"]
     r = Renderer(w, inputs, dim)
     t = ctype(out.dtype)
-    w(f"jd_copy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)({dim(x.num_elements())}));")
+    if op.attrs.get("in_place"):     # a loop's carried buffer (control_flow.py)
+        w("/* in place: the result's buffer holds the operand already */")
+    else:
+        w(f"jd_copy({outputs[0]}, {inputs[x.id]}, sizeof({t}) * (size_t)"
+          f"({dim(x.num_elements())}));")
     uidx, close = loop_nest(w, upd.shape, dim, prefix="u")
     scatter_dims = [d for d in range(upd.rank) if d not in dn["update_window_dims"]]
     sidx = [uidx[d] for d in scatter_dims]

@@ -11,8 +11,9 @@ memory plan run inside loop bodies), and whose C function the launcher calls per
 * `outline_regions` (after dead code elimination): every value a region reads from outside
   becomes a parameter of the region ("capture") and an operand of the control op; free values
   (constants, iota, dimension values, broadcasts of them) are cloned into the region instead.
-  A `while` body that updates a carried buffer only through `dynamic_update_slice` (jax's
-  `scan` stacking its outputs) is marked to update it in place.
+  A `while` body that updates a carried buffer through a `dynamic_update_slice` (jax's `scan`
+  stacking its outputs), a scatter or an inner loop is marked to update it in place
+  (`confirm_in_place` checks the last two once the body is planned).
 
 The control op keeps its regions; `op.programs` holds one Program per region, whose inputs are
 the region's parameters (carried values first, then captures) and whose outputs its results.
@@ -28,6 +29,7 @@ from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.dynamic_passes.ir.ops import CONTROL_OPS
 from jdisc.dynamic_passes.ir.program import ArgSpec, Block, Op, Program, Value, walk
 from jdisc.dynamic_passes.passes.fusion import is_duplicable
+from jdisc.dynamic_passes.passes.memory_plan import alias_roots
 
 ALIGN = 64
 
@@ -183,25 +185,73 @@ def _materialized(v: Value, ops: list[Op]) -> Value:
 
 
 def _mark_in_place(op: Op) -> None:
-    """Carried buffers the body changes only through one dynamic_update_slice of themselves
-    are updated in place: the body writes the update into the carried buffer."""
+    """Carried buffers the body changes in place, writing its result for them into the
+    carried buffer itself (the loop keeps one buffer for them, not two):
+    * through one dynamic_update_slice of themselves, their only use (jax's `scan` stacking its
+      outputs): the update is copied into the buffer;
+    * through one scatter of themselves (nodes of a tree updated at chosen indices), or as the
+      initial value of an inner `while` that carries them (a loop in a loop): the scatter
+      skips its copy of the operand, and the inner loop starts on the buffer. Other reads of
+      the buffer are allowed when they come first: `confirm_in_place` checks that once the
+      body's kernels are planned, and withdraws what it cannot show."""
     body = op.programs[1].body
     in_place = []
     for i, p in enumerate(body.params[:len(op.results)]):
         r = body.results[i]
-        dus = r.producer
-        uses = [u for u in walk(body) for v in u.operands if v is p]
-        if (dus is None or dus.name != "dynamic_update_slice" or dus.operands[0] is not p
-                or len(uses) != 1 or p in body.results
-                or sum(v is r for v in body.results) != 1):
+        prod = r.producer
+        if prod is None or p in body.results or sum(v is r for v in body.results) != 1:
             continue
-        new_ops: list[Op] = []
-        dus.operands = [dus.operands[0]] + [_materialized(v, new_ops) for v in dus.operands[1:]]
-        at = body.ops.index(dus)
-        body.ops[at:at] = new_ops
-        dus.attrs["in_place"] = True
-        in_place.append(i)
+        uses = [u for u in walk(body) for v in u.operands if v is p]
+        if prod.name == "dynamic_update_slice" and prod.operands[0] is p and len(uses) == 1:
+            new_ops: list[Op] = []
+            prod.operands = [p] + [_materialized(v, new_ops) for v in prod.operands[1:]]
+            at = body.ops.index(prod)
+            body.ops[at:at] = new_ops
+            prod.attrs["in_place"] = True
+            in_place.append(i)
+        elif (prod.name == "scatter" and prod.operands[0] is p
+              or prod.name == "while" and _carried_init(prod, r) is p):
+            in_place.append(i)       # a candidate until confirm_in_place
     op.attrs["in_place"] = tuple(in_place)
+
+
+def _carried_init(loop: Op, r: Value) -> Value | None:
+    """The initial value of the loop's carried value whose result is r."""
+    j = next((j for j, v in enumerate(loop.results) if v is r), None)
+    return loop.operands[j] if j is not None and j < len(loop.operands) else None
+
+
+def confirm_in_place(op: Op) -> None:
+    """For a `while` whose body is planned: keep a scatter or inner-loop candidate of
+    `_mark_in_place` only when its kernel may write into the carried buffer P: no kernel after
+    it reads P or a view of P, it reads P once and only as what it updates (the scatter's
+    operand, the inner loop's initial value), and no result of the body is a view of P.
+    Candidates withdrawn get their two buffers back."""
+    body = op.programs[1]
+    roots = alias_roots(body)
+    kept = []
+    for i in op.attrs.get("in_place", ()):
+        r = body.body.results[i]
+        prod = r.producer
+        if prod.name == "dynamic_update_slice":
+            kept.append(i)
+            continue
+        p = body.body.params[i]
+        at = next((idx for idx, k in enumerate(body.kernels) if k.root is prod), None)
+        ok = at is not None and sum(v is p for v in prod.operands) == 1 and not any(
+            roots.get(v.id, v).id == p.id for v in body.body.results)
+        for idx, k in enumerate(body.kernels):
+            if not ok:
+                break
+            reads = [v for v in k.inputs if roots.get(v.id, v).id == p.id]
+            if k.kind != "alias" and reads and (idx > at or idx == at and
+                                                any(v is not p for v in reads)):
+                ok = False
+        if ok:
+            if prod.name == "scatter":     # an inner loop needs no mark: it compares pointers
+                prod.attrs["in_place"] = True
+            kept.append(i)
+    op.attrs["in_place"] = tuple(kept)
 
 
 # --------------------------------------------------------------------------- scratch layout
