@@ -27,27 +27,23 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jdisc  # noqa: E402
+from jdisc.bench import timed  # noqa: E402
 
 SHAPES = [(1, 17), (4, 33), (8, 65), (3, 200), (16, 129), (7, 301)]   # (B, N)
 
 
 def _median_call(fn, args, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(timed(fn, args)[0] for _ in range(repeats))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=9)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--json", default=None)
     p.add_argument("--table", nargs="+", metavar="RESULT.json",
                    help="print the ratios (and jdisc's ms) per shape from result files, a "
                         "column each")
+    p.add_argument("--json", metavar="OUT.json", help="write every number here")
+    p.add_argument("--repeats", type=int, default=9, help="calls per median")
+    p.add_argument("--rounds", type=int, default=3, help="medians per side and shape")
     opts = p.parse_args()
     if opts.table:
         print_table(opts.table)
