@@ -241,6 +241,27 @@ def test_committed_and_numpy_inputs_around_the_c_made_arrays():
     assert jf.stats()["compiles"] == 1
 
 
+def test_numpy_scalar_arguments_take_the_c_path():
+    # a rank-0 leaf given as a numpy scalar of its dtype (a trip count, a scale) is read by the
+    # C path; one of another dtype goes to the general path, which casts it as jax.jit does
+    def f(x, n, s):
+        return jax.lax.fori_loop(0, n, lambda i, v: v * s + i, x)
+    jf, xf = jdisc.jit(f, dynamic_axes=({0: "b"}, None, None)), jax.jit(f)
+    x = np.linspace(-1, 1, 7, dtype=np.float32)
+    cases = [(x, np.int32(3), np.float32(0.5)), (x[:2], np.int32(0), np.float32(2)),
+             (x, np.int64(4), np.float32(0.5)), (x, np.int32(2), np.float64(1.5))]
+    for args in cases:
+        _assert_same_arrays([jf(*args)], [xf(*args)])
+    fast = jf.compiled_for(*cases[0]).executable.fast_call
+    if fast is not None:
+        got = fast.numpy(cases[0])
+        assert got is not None
+        np.testing.assert_allclose(got[0], np.asarray(xf(*cases[0])), rtol=1e-6)
+        assert fast.numpy((x, np.int64(3), np.float32(0.5))) is None    # another dtype
+        assert fast.numpy((x, 3, np.float32(0.5))) is None               # a Python int
+    assert jf.stats()["compiles"] == 1
+
+
 def test_programs_whose_maker_is_missing_or_wrong_fall_back():
     # jax internals other than expected: no maker (results made by to_jax), or a maker the
     # probe refuses (it makes something else): the same answers

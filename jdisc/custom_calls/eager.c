@@ -1,8 +1,8 @@
 /* jdisc's eager call path in C: one call from Python per jdisc call.
  *
  * Program(plan) holds one loaded program's call, its plan read once. Calling it checks each
- * argument (a single-device CPU jax.Array, or a C-contiguous numpy array, of the compiled
- * dtype and rank), reads its shape and data address, binds the dimension variables (the
+ * argument (a single-device CPU jax.Array, a C-contiguous numpy array or a numpy scalar, of
+ * the compiled dtype and rank), reads its shape and data address, binds the dimension variables (the
  * program's jd_prepare, which checks every shape), allocates the outputs as numpy arrays and
  * runs the program (jd_run, without the GIL). Anything else (Python scalars, other dtypes,
  * non-contiguous arrays, a deleted array...) gives None before anything runs: the general
@@ -91,9 +91,21 @@ static PyObject *new_output(PyArray_Descr *descr, int rank, npy_intp *shape) {
 }
 
 /* The data address and shape of one argument; 0 on success, 1 for "take the general path"
- * (2 for a committed jax.Array when `uncommitted_only`), -1 with a Python exception set. */
+ * (2 for a committed jax.Array when `uncommitted_only`), -1 with a Python exception set. A
+ * numpy scalar of the compiled dtype (a rank-0 leaf: a loop's trip count, a temperature) is
+ * copied into `scalar`, which the call reads. */
 static int argument(PyObject *x, PyObject *array_type, PyObject *dtype, int rank,
-                    int uncommitted_only, void **data, int64_t *shape) {
+                    int uncommitted_only, void **data, int64_t *shape, double *scalar) {
+    if (rank == 0 && PyArray_IsScalar(x, Generic)) {
+        PyArray_Descr *d = PyArray_DescrFromScalar(x);
+        int same = d && PyDataType_ELSIZE(d) <= (int)(4 * sizeof(double)) &&
+                   PyArray_EquivTypes(d, (PyArray_Descr *)dtype);
+        Py_XDECREF(d);
+        if (!same) { PyErr_Clear(); return 1; }
+        PyArray_ScalarAsCtype(x, scalar);
+        *data = scalar;
+        return 0;
+    }
     if (PyArray_Check(x)) {
         PyArrayObject *a = (PyArrayObject *)x;
         if (PyArray_NDIM(a) != rank || !PyArray_IS_C_CONTIGUOUS(a) ||
@@ -142,6 +154,7 @@ static PyObject *run_numpy(Program *p, PyObject *args, PyObject *given, int unco
     Py_ssize_t n_in = p->n_in, n_out = p->n_out;
     if (PySequence_Fast_GET_SIZE(args) != n_in) Py_RETURN_NONE;
     void *ins[MAX_IO + 1], *outs[MAX_IO + 1];
+    double scalars[MAX_IO + 1][4];     /* numpy scalar arguments, as the call reads them */
     int64_t in_dims[MAX_DIMS + 1], out_dims[MAX_DIMS + 1], dims[MAX_DIMS + 1];
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < n_in; i++) {
@@ -149,7 +162,7 @@ static PyObject *run_numpy(Program *p, PyObject *args, PyObject *given, int unco
         if (PySequence_Fast_GET_SIZE(args) != n_in) Py_RETURN_NONE;
         int r = argument(PySequence_Fast_GET_ITEM(args, i), p->array_type,
                          PyTuple_GET_ITEM(p->in_dtypes, i), p->in_ranks[i], uncommitted_only,
-                         &ins[i], in_dims + pos);
+                         &ins[i], in_dims + pos, scalars[i]);
         if (r < 0) return NULL;
         if (r > 0) Py_RETURN_NONE;
         pos += p->in_ranks[i];
