@@ -185,6 +185,24 @@ def scan_over_time_with_a_sharded_batch():
 
 
 @case
+def masked_scatter_over_a_sharded_batch():
+    # select(m, scatter(x, ...), x) is one scatter masked by m (passes/simplify.py): batched
+    # along B, it partitions there as the scatter does, with the mask exact along B
+    rng = np.random.default_rng(11)
+
+    def f(x, i, u, m):
+        return jax.vmap(lambda x, i, u, m: jnp.where(m, x.at[i].add(u), x))(x, i, u, m)
+    jf = jdisc.jit(f, dynamic_axes=[{0: "B"}] * 4)
+    for n in (2, 4):
+        for b in (4, 8):
+            args = [rand(rng, b, 5), rng.integers(0, 5, (b, 3)).astype(np.int32),
+                    rand(rng, b, 3), rng.random((b, 5)) < 0.5]
+            run(jf, f, args, [P("data")] * 4, mesh_of(n), reduces=False,
+                local=[f"f32[{b // n},5]"])
+    assert jf.stats()["compiles"] == 1, jf.stats()
+
+
+@case
 def reductions_over_the_sharded_axis():
     rng = np.random.default_rng(4)
 
