@@ -158,6 +158,9 @@ def test_relaxed_nonnegativity_examples():
     assert not nonneg(up(4 * a * b) - 4 * a * b - 1)
     assert nonneg(8 * a * (a - 1) ** 2, {"a": (1, math.inf)})     # shifted: 8t^3 + 8t^2
     assert not nonneg(a * a - 3 * a, {"a": (1, math.inf)})
+    # shifting a = 2 + t makes the divisor floordiv(1, 2 + t) the constant 0: no proof, and no
+    # ZeroDivisionError (found by test_relaxed_nonnegativity_is_never_wrong)
+    assert not nonneg(floordiv(a, floordiv(1, a)), {"a": (2, math.inf)})
     assert nonneg(up(4 * (a - 1) ** 2 - 1) + 64, {"a": (1, math.inf)})
     m = dmin(a, 3)                       # x[:, 1:3] has min(a, 3) - 1 columns: a fact >= 0
     atom = (m - 1).terms[0][0].factors[0][0]

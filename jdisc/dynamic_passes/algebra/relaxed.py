@@ -115,7 +115,10 @@ def _shifted_nonneg(relaxed: Dim, var_bounds: Mapping[str, Interval],
             shift[name] = lo + var(fresh)
             shifted_bounds[fresh] = (0, hi - lo)
     if shift:
-        relaxed = substitute(relaxed, shift)
+        try:
+            relaxed = substitute(relaxed, shift)
+        except ZeroDivisionError:   # a divisor that is 0 wherever the bounds hold: no proof
+            return False
     return bounds(relaxed, shifted_bounds)[0] >= 0
 
 
