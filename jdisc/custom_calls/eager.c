@@ -2,11 +2,11 @@
  *
  * Program(plan) holds one loaded program's call, its plan read once. Calling it checks each
  * argument (a single-device CPU jax.Array, a C-contiguous numpy array or a numpy scalar, of
- * the compiled dtype and rank), reads its shape and data address, binds the dimension variables (the
- * program's jd_prepare, which checks every shape), allocates the outputs as numpy arrays and
- * runs the program (jd_run, without the GIL). Anything else (Python scalars, other dtypes,
- * non-contiguous arrays, a deleted array...) gives None before anything runs: the general
- * path in Python then takes the call, and reports what is wrong.
+ * the compiled dtype and rank), reads its shape and data address, binds the dimension
+ * variables (the program's jd_prepare, which checks every shape), allocates the outputs as
+ * numpy arrays and runs the program (jd_run, without the GIL). Anything else (Python
+ * scalars, other dtypes, non-contiguous arrays, a deleted array...) gives None before anything
+ * runs: the general path in Python then takes the call, and reports what is wrong.
  *
  *   program(args) -> the outputs as jax.Arrays, uncommitted on the default device, or None.
  *       Also None, before anything runs, where the results are not that: a committed

@@ -195,14 +195,20 @@ def _mark_in_place(op: Op) -> None:
       the buffer are allowed when they come first: `confirm_in_place` checks that once the
       body's kernels are planned, and withdraws what it cannot show."""
     body = op.programs[1].body
+    uses: dict[int, int] = {}       # reads of each value in the body, one walk for all
+    for u in walk(body):
+        for v in u.operands:
+            uses[v.id] = uses.get(v.id, 0) + 1
+    returned: dict[int, int] = {}
+    for v in body.results:
+        returned[v.id] = returned.get(v.id, 0) + 1
     in_place = []
     for i, p in enumerate(body.params[:len(op.results)]):
         r = body.results[i]
         prod = r.producer
-        if prod is None or p in body.results or sum(v is r for v in body.results) != 1:
+        if prod is None or p.id in returned or returned[r.id] != 1:
             continue
-        uses = [u for u in walk(body) for v in u.operands if v is p]
-        if prod.name == "dynamic_update_slice" and prod.operands[0] is p and len(uses) == 1:
+        if prod.name == "dynamic_update_slice" and prod.operands[0] is p and uses.get(p.id) == 1:
             new_ops: list[Op] = []
             prod.operands = [p] + [_materialized(v, new_ops) for v in prod.operands[1:]]
             at = body.ops.index(prod)
@@ -229,6 +235,21 @@ def confirm_in_place(op: Op) -> None:
     Candidates withdrawn get their two buffers back."""
     body = op.programs[1]
     roots = alias_roots(body)
+    # one pass over the kernels: where each buffer is last read, and whether a kernel reads
+    # it through a view; which kernel computes each op
+    last_read: dict[int, int] = {}
+    viewed: set[tuple[int, int]] = set()        # (kernel index, root id) read through a view
+    kernel_of: dict[int, int] = {}
+    for idx, k in enumerate(body.kernels):
+        kernel_of[id(k.root)] = idx
+        if k.kind == "alias":
+            continue
+        for v in k.inputs:
+            root = roots.get(v.id, v).id
+            last_read[root] = idx
+            if root != v.id:
+                viewed.add((idx, root))
+    returned_views = {roots[v.id].id for v in body.body.results if v.id in roots}
     kept = []
     for i in op.attrs.get("in_place", ()):
         r = body.body.results[i]
@@ -237,16 +258,10 @@ def confirm_in_place(op: Op) -> None:
             kept.append(i)
             continue
         p = body.body.params[i]
-        at = next((idx for idx, k in enumerate(body.kernels) if k.root is prod), None)
-        ok = at is not None and sum(v is p for v in prod.operands) == 1 and not any(
-            roots.get(v.id, v).id == p.id for v in body.body.results)
-        for idx, k in enumerate(body.kernels):
-            if not ok:
-                break
-            reads = [v for v in k.inputs if roots.get(v.id, v).id == p.id]
-            if k.kind != "alias" and reads and (idx > at or idx == at and
-                                                any(v is not p for v in reads)):
-                ok = False
+        at = kernel_of.get(id(prod))
+        ok = (at is not None and sum(v is p for v in prod.operands) == 1
+              and p.id not in returned_views and last_read.get(p.id, -1) <= at
+              and (at, p.id) not in viewed)
         if ok:
             if prod.name == "scatter":     # an inner loop needs no mark: it compares pointers
                 prod.attrs["in_place"] = True
