@@ -2,6 +2,7 @@
 kernel that two programs (or one program twice) contain compiles once, the runtime unit compiles
 once for every program, and what is compiled is what the program's C file says."""
 
+import re
 import shutil
 
 import jax.numpy as jnp
@@ -72,7 +73,85 @@ def test_identical_kernels_in_one_program_are_one_unit(unit_compiles):
                   and "tanh" in source.split(units.MARK + n)[1].split(units.MARK)[0]]
     assert len(tanh_units) == 1, names
     assert source.count(f"{tanh_units[0]}(") == 1 + 1 + 2   # defined, declared, called twice
-    assert len(unit_compiles()) == len(names)
+    compiled = [open(p).read() for p in unit_compiles()]
+    for n in names[1:-1]:       # each kernel compiled once: here both in one bundle
+        assert sum(_defines(text, n) for text in compiled) == 1, n
+    assert len(compiled) == 3, names     # the launcher, the runtime, the bundle
+
+
+def _defines(text, kernel):
+    return re.search(rf"^JD_KERNEL [\w ]*\bint {kernel}\(", text, re.M) is not None
+
+
+def _kernel_names(f, *args):
+    source = f.compiled_for(*args).c_source
+    return [line.split()[2] for line in source.splitlines()
+            if line.startswith(units.MARK) and line.split()[2].startswith("jd_u")]
+
+
+def _tanh_then_exp(x, w):            # two kernels, a GEMM between them
+    return jnp.exp(jnp.tanh(x + 1.0) @ w * 3.0)
+
+
+def test_a_kernel_compiled_in_a_bundle_serves_the_next_program(unit_compiles):
+    f = jdisc.jit(_tanh_then_exp, dynamic_axes=({0: "n"}, None))
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(-0.5, 0.5, 16, dtype=np.float32).reshape(4, 4)
+    want = np.exp(np.tanh(x + 1) @ w * 3)
+    np.testing.assert_allclose(f(x, w), want, rtol=1e-5)
+    names = _kernel_names(f, x, w)
+    bundled = [open(p).read() for p in unit_compiles()]
+    assert len(names) >= 2 and len(bundled) == 3        # launcher, runtime, one bundle
+    assert all(sum(_defines(t, n) for t in bundled) == 1 for n in names)
+    # another program with the first kernel (its launcher differs): only the launcher compiles
+    g = jdisc.jit(lambda x, w: jnp.tanh(x + 1.0) @ w, dynamic_axes=({0: "n"}, None))
+    np.testing.assert_allclose(g(x, w), np.tanh(x + 1) @ w, rtol=1e-5, atol=1e-6)
+    assert set(_kernel_names(g, x, w)) <= set(names)
+    assert _kinds(unit_compiles()[len(bundled):]) == ["launcher"]
+
+
+def test_a_kernel_in_two_objects_links_once(unit_compiles, tmp_path):
+    """A kernel's entry is weak: a program may link a bundle holding it and its own object."""
+    f = jdisc.jit(_tanh_then_exp, dynamic_axes=({0: "n"}, None))
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(-0.5, 0.5, 16, dtype=np.float32).reshape(4, 4)
+    f(x, w)
+    first, second = _kernel_names(f, x, w)[:2]
+    unit_of = {}
+    for path in unit_compiles():
+        for n in (first, second):
+            if _defines(open(path).read(), n):
+                unit_of[n] = path
+    assert unit_of[first] == unit_of[second]       # one bundle
+    # the second kernel's own entry is gone (as when another compile held it while the bundle
+    # was published): the next program finds the first kernel in the bundle and compiles the
+    # second alone, so both objects define it
+    units_dir = tmp_path / "cache" / "units"
+    removed = 0
+    for obj in units_dir.glob("*/*.c"):
+        text = obj.read_text()
+        if units.body(text) is not None and _defines(text, second) \
+                and not _defines(text, first):
+            obj.with_suffix(".o").unlink()
+            removed += 1
+    assert removed == 1
+    g = jdisc.jit(lambda x, w: (_tanh_then_exp(x, w), x * 2.0), dynamic_axes=({0: "n"}, None))
+    got = g(x, w)
+    np.testing.assert_allclose(got[0], np.exp(np.tanh(x + 1) @ w * 3), rtol=1e-5)
+    np.testing.assert_allclose(got[1], x * 2, rtol=0)
+    again = [open(p).read() for p in unit_compiles()[2 + 1:]]
+    assert any(_defines(t, second) and not _defines(t, first)
+               for t in again), "the second kernel did not compile alone"
+
+
+def test_bundles_fill_up_to_their_size_longest_first():
+    sizes = {0: 9000, 1: 5000, 2: 3000, 3: 2500, 4: 400, 5: compiler.BUNDLE_CHARS}
+    groups = compiler._bundles(sizes)
+    assert sorted(i for g in groups for i in g) == list(range(6))
+    assert groups[0] == [5]
+    for g in groups:
+        assert len(g) == 1 or sum(sizes[i] for i in g) <= compiler.BUNDLE_CHARS
+    assert len(groups) == 3
 
 
 def test_the_file_splits_into_what_was_compiled():

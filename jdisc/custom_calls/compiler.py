@@ -4,7 +4,8 @@ A program's C is several translation units (lowering/units.py): they compile in 
 (`JDISC_CC_JOBS` at once, default the CPUs this process may use), each through the unit cache
 `<cache_dir>/units/<key[:2]>/<key>.o` (keyed like a library, by its text: a kernel shared by
 several programs, and the runtime unit every program has, compile once), and link into the
-program's library.
+program's library. Kernel units not in the cache yet compile in bundles (`_bundles`): several
+short kernels to one compiler run, whose object is then filed under each kernel's key too.
 
 Two cache levels for libraries, as in Triton: a dict in memory (same source in one process ->
 same handle) and a directory on disk, `<cache_dir>/<key[:2]>/<key>/` holding `kernel.c` (kept for users to read),
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from jdisc.custom_calls.probe import workaround_flags
+from jdisc.lowering import units as units_c
 from jdisc.lowering.units import runtime_unit, split
 from jdisc.errors import CompileError
 from jdisc.version import __version__
@@ -298,16 +300,37 @@ def _unit_flags(cflags: list[str], opt: str, sanitize: bool) -> list[str]:
     return flags + ["-c"]
 
 
+def _unit_files(root: str, key: str) -> tuple[str, str, str, str]:
+    """(object, its hash, its C, its lock) of the unit cache entry `key`."""
+    folder = os.path.join(root, "units", key[:2])
+    os.makedirs(folder, exist_ok=True)
+    return tuple(os.path.join(folder, key + ext) for ext in (".o", ".o.sha256", ".c", ".lock"))
+
+
+def _cached_object(root: str, key: str):
+    """(path, lock) of the valid object of the unit cache entry `key`, held shared (as
+    `_unit_object` holds it), or None when there is none."""
+    obj, sha, _, lock_path = _unit_files(root, key)
+    lock_file = open(lock_path, "a+b")
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_SH)
+        if _entry_valid(obj, sha):
+            return obj, lock_file
+    except BaseException:
+        lock_file.close()
+        raise
+    lock_file.close()
+    return None
+
+
 def _unit_object(root: str, compiler: list[str], flags: list[str], text: str):
     """(path, lock) of the object file of one unit, from the unit cache
     (`<root>/units/<key[:2]>/<key>.o`, with its C beside it and its hash after it), compiled
     once across processes; the lock, a shared hold on the unit, keeps `jdisc cache clear` from
     removing the object until the caller has linked it and closes the lock."""
     key = _cache_key(text, compiler, flags)
-    folder = os.path.join(root, "units", key[:2])
-    os.makedirs(folder, exist_ok=True)
-    obj, sha, c_path = (os.path.join(folder, key + ext) for ext in (".o", ".o.sha256", ".c"))
-    lock_file = open(os.path.join(folder, key + ".lock"), "a+b")
+    obj, sha, c_path, lock_path = _unit_files(root, key)
+    lock_file = open(lock_path, "a+b")
     try:
         # Shared to read a valid object: a compile holds its units shared until it has linked
         # them, so one that waited here for exclusive use while holding others could deadlock
@@ -319,7 +342,8 @@ def _unit_object(root: str, compiler: list[str], flags: list[str], text: str):
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         if not _entry_valid(obj, sha):
             _write_atomic(c_path, text)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=key + ".", suffix=".o.tmp")
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(obj), prefix=key + ".",
+                                       suffix=".o.tmp")
             os.close(fd)
             try:
                 _run_compiler([*compiler, *flags, c_path, "-o", tmp], compiler, c_path)
@@ -335,27 +359,116 @@ def _unit_object(root: str, compiler: list[str], flags: list[str], text: str):
         raise
 
 
+def _publish(root: str, key: str, text: str, obj: str) -> None:
+    """Make the bundle object `obj` the unit cache's entry for the kernel unit `key` (`text`),
+    as a hard link, so that another program with this kernel finds it. Skipped when another
+    compile holds the entry (it is being built or used) or the file system has no hard links:
+    the kernel then compiles again in the next program that has it."""
+    kobj, ksha, c_path, lock_path = _unit_files(root, key)
+    with open(lock_path, "a+b") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        if _entry_valid(kobj, ksha):
+            return
+        tmp = f"{kobj}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(obj + ".sha256", encoding="utf-8") as f:
+                digest = f.read()
+            _write_atomic(c_path, text)
+            os.link(obj, tmp)
+            os.replace(tmp, kobj)
+            _write_atomic(ksha, digest)
+        except OSError:
+            pass
+        finally:
+            _unlink(tmp)
+
+
+# A bundle's kernels' bodies add up to about this many characters (a kernel longer than it
+# compiles alone): a C compiler's start and jdisc's headers cost 12-16 ms per unit, about
+# what 2-3 KB of kernel code costs (a bundle of 22 small kernels compiled in a third of their
+# time as units: benchmarks/compile_time.py)
+BUNDLE_CHARS = 12_000
+
+
+def _bundles(sizes: dict[int, int]) -> list[list[int]]:
+    """The units (index -> body length) in groups, each compiled as one: first fit, longest
+    first, up to BUNDLE_CHARS a group."""
+    groups: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(sizes, key=lambda i: (-sizes[i], i)):
+        for g, left in enumerate(room):
+            if sizes[i] <= left:
+                groups[g].append(i)
+                room[g] -= sizes[i]
+                break
+        else:
+            groups.append([i])
+            room.append(BUNDLE_CHARS - sizes[i])
+    return groups
+
+
+def _build(root: str, compiler: list[str], flags: list[str], texts: list[str]):
+    """(path, lock) of the object of one unit, or of a bundle of kernel units (each then
+    published under its own key)."""
+    if len(texts) == 1:
+        return _unit_object(root, compiler, flags, texts[0])
+    held = _unit_object(root, compiler, flags, units_c.bundle([units_c.body(t) for t in texts]))
+    for t in texts:
+        _publish(root, _cache_key(t, compiler, flags), t, held[0])
+    return held
+
+
+def _link_once(held: list) -> list[str]:
+    """The objects to link, each file once (a bundle may serve several units)."""
+    seen, out = set(), []
+    for obj, _ in held:
+        st = os.stat(obj)
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(obj)
+    return out
+
+
 def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path: str,
              so_path: str, sha_path: str, sanitize: bool, root: str) -> None:
-    """Compile the program's units (lowering/units.py) in parallel through the unit cache,
-    link them into a temp file beside `so_path`, then move it into place and record its hash."""
+    """Compile the program's units (lowering/units.py) through the unit cache: those not in
+    it in parallel, the short kernels among them in bundles; link them into a temp file beside
+    `so_path`, then move it into place and record its hash."""
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
-    jobs = [(_unit_flags(cflags, opt, sanitize), text) for _, opt, text in units]
-    held = []
+    held, jobs, small = [], [], {}
     try:
-        with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
-            # the longest units first: the compile ends when its slowest worker does
-            by_size = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
-            started = {i: pool.submit(_unit_object, root, compiler, *jobs[i]) for i in by_size}
-            futures = [started[i] for i in range(len(jobs))]
-            for f in futures:       # every future is waited for, and every lock it took kept
-                try:
-                    held.append(f.result())
-                except BaseException as e:
-                    error = e
-                    held.append(None)
-        if None in held:
+        for _, opt, text in units:
+            flags = _unit_flags(cflags, opt, sanitize)
+            hit = _cached_object(root, _cache_key(text, compiler, flags))
+            if hit is not None:
+                held.append(hit)
+            elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
+                small.setdefault(tuple(flags), {})[len(jobs)] = len(body)
+                jobs.append((flags, [text]))
+            else:
+                jobs.append((flags, [text]))
+        for group in small.values():
+            for members in _bundles(group):
+                jobs[members[0]] = (jobs[members[0]][0], [jobs[i][1][0] for i in members])
+                for i in members[1:]:
+                    jobs[i] = None
+        jobs = [j for j in jobs if j is not None]
+        error = None
+        if jobs:
+            with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
+                # the longest first: the compile ends when its slowest worker does
+                by_size = sorted(jobs, key=lambda j: -sum(map(len, j[1])))
+                futures = [pool.submit(_build, root, compiler, *j) for j in by_size]
+                for f in futures:       # every future is waited for, and every lock kept
+                    try:
+                        held.append(f.result())
+                    except BaseException as e:
+                        error = e
+        if error is not None:
             if isinstance(error, CompileError):
                 raise CompileError(f"{error}\nthe program's C file: {c_path}") from None
             raise error
@@ -363,7 +476,7 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
                                    suffix=".tmp")
         os.close(fd)
         try:
-            _run_compiler([*compiler, *_link_flags(cflags), *(obj for obj, _ in held), "-o",
+            _run_compiler([*compiler, *_link_flags(cflags), *_link_once(held), "-o",
                            tmp, *ldflags], compiler, c_path)
             digest = _file_sha256(tmp)
             os.replace(tmp, so_path)
@@ -371,8 +484,7 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
             _unlink(tmp)
     finally:
         for h in held:
-            if h is not None:
-                h[1].close()
+            h[1].close()
     _write_atomic(sha_path, digest + "\n")
 
 

@@ -360,7 +360,7 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
           + c_comment(f": {', '.join(sorted({op.name for op in k.ops} - {'constant'}))}")
           + " */")
         keep = "JD_KEEP_BRANCHES " if needs_branches(k) else ""
-        w(f"JD_RT {keep}int {fname}({', '.join(params)}) {{")
+        w(f"JD_KERNEL {keep}int {fname}({', '.join(params)}) {{")
         w.lines.extend(kw.lines)
         w("}")
         w()

@@ -10,6 +10,11 @@ object by its text, and links them into the program's library. A kernel unit's t
 on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
 its own (`jd_dim0`, ...), so the same LayerNorm or GEMM epilogue in another program, or twice in
 one, is the same unit and compiles once. The runtime unit is the same for every program.
+
+A kernel unit whose head is only what its body needs marks where its body starts (BODY): the
+compiler may then compile several such kernels as one bundle, `bundle(bodies)`, and pay a C
+compiler's start and the headers once for all of them (custom_calls/compiler.py). Kernels are
+defined weak (JD_KERNEL, jd_shared.h): two bundles in the cache may both hold one kernel.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from jdisc.lowering.scalar_ops import c_prelude
 
 MARK = "//@jdisc unit "
 SELF = "JD_SELF"      # a kernel unit's own name, until its content names it
+BODY = "//@jdisc body\n"  # where a kernel unit that may join a bundle starts its own code
 
 # -O level per unit: the kernels' loops are the program's time; the launcher's checks and
 # calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time: benchmarks/compile_time.py),
@@ -61,7 +67,8 @@ def head(body: str, *, blas: bool = False, lapack: bool = False, extra: str = ""
 
 def kernel_unit(text: str, *, lapack: bool = False, extra: str = "") -> tuple[str, str]:
     """(symbol, unit text) of a kernel whose functions `text` names with SELF."""
-    unit = head(text, lapack=lapack, extra=extra) + text
+    plain = not lapack and not extra
+    unit = head(text, lapack=lapack, extra=extra) + (BODY if plain else "") + text
     symbol = "jd_u" + hashlib.sha256(unit.encode()).hexdigest()[:16]
     return symbol, marker(symbol, KERNEL_OPT) + unit.replace(SELF, symbol)
 
@@ -73,6 +80,18 @@ def runtime_unit() -> str:
     body = "\n".join(c_runtime.source(h)
                      for h in ("jd_fp.h", "jd_pool.h", "jd_gemm.h", "jd_ffi.h"))
     return marker("runtime", RUNTIME_OPT) + head(body, blas=True) + body
+
+
+def body(unit: str) -> str | None:
+    """A kernel unit's own code, when it may join a bundle (its head is `head(body)`)."""
+    before, mark, after = unit.partition(BODY)
+    return after if mark else None
+
+
+def bundle(bodies: list[str]) -> str:
+    """One unit of several kernels' bodies: the head they need once, then each body."""
+    text = "\n".join(bodies)
+    return head(text) + text
 
 
 def split(source: str) -> list[tuple[str, str, str]]:

@@ -6,6 +6,9 @@
 #define JD_SHARED_H
 #include <stdint.h>
 #define JD_RT __attribute__((visibility("hidden")))
+/* a kernel's entry: weak, since two objects in the unit cache may both hold it (a kernel
+   compiled in two bundles: lowering/units.py), and any one of them serves */
+#define JD_KERNEL JD_RT __attribute__((weak))
 
 typedef void (*jd_piece_fn)(const void *ctx, int64_t piece);
 
