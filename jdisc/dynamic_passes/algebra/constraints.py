@@ -85,6 +85,7 @@ class ShapeConstraints:
         self._div_atoms: dict[str, tuple] = {}        # atom text -> (Expr, k): k divides it
         self._div_exprs: dict[Expr, int] = {}         # normalised e -> k: k divides it
         self._eqs: list[Expr] = []                    # e == 0 that solve for no variable
+        self._proven: dict[Dim, bool] = {}            # _nonneg's answers under these facts
 
     @staticmethod
     def from_program(prog) -> "ShapeConstraints":
@@ -124,15 +125,19 @@ class ShapeConstraints:
             self.add_bound(lhs - rhs, {">=": 0, ">": 1}.get(cmp), {"<=": 0, "<": -1}.get(cmp))
 
     def add_equal(self, a: Dim, b: Dim) -> None:
+        self._proven.clear()
         self._equate(self.canonical(_as_dim(a) - _as_dim(b)))
+        self._proven.clear()
 
     def add_bound(self, d: Dim, lo=None, hi=None) -> None:
         """lo <= d <= hi (either may be None)."""
+        self._proven.clear()
         d = self.canonical(d)
         if lo is not None and lo > -_INF:
             self._add_nonneg(d - lo)
         if hi is not None and hi < _INF:
             self._add_nonneg(hi - d)
+        self._proven.clear()
 
     def add_divisible(self, d: Dim, k: int) -> None:
         """d % k == 0."""
@@ -150,6 +155,7 @@ class ShapeConstraints:
         else:
             core = _signed_core(core)
             self._div_exprs[core] = math.lcm(self._div_exprs.get(core, 1), k)
+        self._proven.clear()
 
     def _equate(self, e: Dim) -> None:
         """The fact e == 0, e canonical."""
@@ -327,11 +333,15 @@ class ShapeConstraints:
         return lo, hi
 
     def _nonneg(self, d: Dim) -> bool:
-        """d >= 0 is proven (d canonical)."""
-        var_bounds = self._var_bounds()
-        return symbolic.bounds(d, var_bounds)[0] >= 0 or any(
-            symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
-            nonneg_relaxed(d, var_bounds, self._atom_lower())
+        """d >= 0 is proven (d canonical). Remembered until a fact is added: fusion asks the
+        same few questions about a program's dims a hundred times."""
+        proven = self._proven.get(d)
+        if proven is None:
+            var_bounds = self._var_bounds()
+            proven = self._proven[d] = symbolic.bounds(d, var_bounds)[0] >= 0 or any(
+                symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
+                nonneg_relaxed(d, var_bounds, self._atom_lower())
+        return proven
 
     def _atom_lower(self) -> dict:
         """Lower bounds of single atoms from the `>= 0` facts (`min(a, 3) - 1 >= 0`)."""
