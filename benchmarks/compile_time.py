@@ -1,17 +1,19 @@
 """Where a cold compile's time goes: jdisc's stages against XLA's single-shape compile.
 
-    python benchmarks/compile_time.py [--workloads W1,W2,W3,W4] [--repeats 2] [--json OUT.json]
+    python benchmarks/compile_time.py [--workloads W1,W2,W3,W4,W7] [--repeats 2] [--json OUT.json]
     python benchmarks/compile_time.py --table A.json [B.json ...]   # the README's table
 
 Per workload and repeat, a fresh process, with an empty jdisc cache ("cold") and with a cache
 directory where another program was compiled before ("new program": the runtime unit and the
 compiler probe are on disk, as for every program after a user's first). jdisc: the first call of
-`jdisc.jit(..., bridge=False)` at (B, S) = (2, 37), which waits for the compile (by default the
-first call runs with jax.jit while jdisc compiles: benchmarks/first_call.py), split by
-`stats()["stage_seconds"]` (the cold one's) into the driver's stages (export, mlir, import,
-passes, c, library; `cc` is the C compiler's part of `library`) and the rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace and lower) and `.compile()` at the same
-shape. Medians over the repeats; `cold / XLA` = jdisc's first call / XLA's lower + compile.
-XLA's own compile cache is not persistent here (jax's default), so its side is always cold.
+`jdisc.jit(..., bridge=False)` at (B, S) = (2, 37) (W7: one step of `jdisc bench`'s decoder,
+its KV cache 37 long), which waits for the compile (by default the first call runs with jax.jit
+while jdisc compiles: benchmarks/first_call.py), split by `stats()["stage_seconds"]` (the cold
+one's) into the driver's stages (export, mlir, import, passes, c, library; `cc` is the C
+compiler's part of `library`) and the rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace
+and lower) and `.compile()` at the same shape. Medians over the repeats; `cold / XLA` = jdisc's
+first call / XLA's lower + compile. XLA's own compile cache is not persistent here (jax's
+default), so its side is always cold.
 """
 
 from __future__ import annotations
@@ -31,15 +33,22 @@ import jax, numpy as np
 import jdisc
 from jdisc.bench.workloads import workloads
 name = sys.argv[1]
-wl = workloads()[name]
-args = jax.device_put(wl.make_args(2, 37, np.random.default_rng(0)))
+if name == "W7":        # one step of the decoder, its KV cache 37 long
+    from jdisc.bench import decode
+    fn, axes = decode.step, (None, None, {1: "T"}, {1: "T"})
+    cache = np.zeros((decode.LAYERS, 37, decode.D), np.float32)
+    args = jax.device_put((decode.params(), np.zeros(decode.D, np.float32), cache, cache))
+else:
+    wl = workloads()[name]
+    fn, axes = wl.fn, wl.dynamic_axes
+    args = jax.device_put(wl.make_args(2, 37, np.random.default_rng(0)))
 jax.block_until_ready(jax.jit(lambda x: x + 1)(np.ones(3, np.float32)))   # start-up costs
 t0 = time.perf_counter()
-lowered = jax.jit(wl.fn).lower(*args)
+lowered = jax.jit(fn).lower(*args)
 t1 = time.perf_counter()
 lowered.compile()
 t2 = time.perf_counter()
-f = jdisc.jit(wl.fn, dynamic_axes=wl.dynamic_axes, bridge=False)   # the compile, not jax.jit's
+f = jdisc.jit(fn, dynamic_axes=axes, bridge=False)   # the compile, not jax.jit's
 t3 = time.perf_counter()
 jax.block_until_ready(f(*args))
 t4 = time.perf_counter()
@@ -70,7 +79,7 @@ def one(name: str, warm: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", default="W1,W2,W3,W4")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W7")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", default=None)
     ap.add_argument("--table", nargs="+", metavar="RESULT.json",
@@ -112,7 +121,8 @@ def main() -> None:
             json.dump({"rows": rows, "repeats": a.repeats, "cpus": os.cpu_count(),
                        "started": started, "load_before": load_before,
                        "load_after": os.getloadavg(),
-                       "command": f"python benchmarks/compile_time.py --repeats {a.repeats}"},
+                       "command": "python benchmarks/compile_time.py "
+                                  f"--workloads {a.workloads} --repeats {a.repeats}"},
                       f, indent=1)
 
 

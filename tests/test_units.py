@@ -2,15 +2,17 @@
 kernel that two programs (or one program twice) contain compiles once, the runtime unit compiles
 once for every program, and what is compiled is what the program's C file says."""
 
+import os
 import re
 import shutil
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jdisc
-from jdisc.custom_calls import compiler
+from jdisc.custom_calls import cache_admin, compiler
 from jdisc.lowering import units
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -108,6 +110,14 @@ def test_a_kernel_compiled_in_a_bundle_serves_the_next_program(unit_compiles):
     np.testing.assert_allclose(g(x, w), np.tanh(x + 1) @ w, rtol=1e-5, atol=1e-6)
     assert set(_kernel_names(g, x, w)) <= set(names)
     assert _kinds(unit_compiles()[len(bundled):]) == ["launcher"]
+    # `jdisc cache info` counts the bundle's object once, not once per kernel filed under it
+    root = os.environ["JDISC_CACHE_DIR"]
+    unit_files = [f.stat() for f in (Path(root) / "units").rglob("*") if f.is_file()]
+    once = {(st.st_dev, st.st_ino): st.st_size for st in unit_files}
+    assert len(once) < len(unit_files)          # hard links
+    entries = sum(f.stat().st_size for e in cache_admin.entries(root) for f in e.iterdir()
+                  if f.is_file())
+    assert cache_admin.info(root)["bytes"] == entries + sum(once.values())
 
 
 def test_a_kernel_in_two_objects_links_once(unit_compiles, tmp_path):

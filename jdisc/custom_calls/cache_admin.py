@@ -57,8 +57,10 @@ def info(root: str | None = None) -> dict:
         valid += compiler._entry_valid(str(e / "lib.so"), str(e / "lib.so.sha256"))
         size += sum(f.stat().st_size for f in e.iterdir() if f.is_file())
     units = Path(root) / "units"
-    size += sum(f.stat().st_size for f in units.rglob("*") if f.is_file()) if units.is_dir() \
-        else 0
+    # a bundle's object is also filed under each of its kernels (hard links): count it once
+    files = {(st.st_dev, st.st_ino): st.st_size for st in
+             (f.stat() for f in (units.rglob("*") if units.is_dir() else ()) if f.is_file())}
+    size += sum(files.values())
     return {"path": root, "entries": len(found), "valid": valid, "bytes": size,
             "versions": dict(sorted(versions.items()))}
 

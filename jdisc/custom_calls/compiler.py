@@ -309,13 +309,16 @@ def _unit_files(root: str, key: str) -> tuple[str, str, str, str]:
 
 def _cached_object(root: str, key: str):
     """(path, lock) of the valid object of the unit cache entry `key`, held shared (as
-    `_unit_object` holds it), or None when there is none."""
+    `_unit_object` holds it), or None when there is none or it is being built (the runtime
+    unit on a cold cache: start_runtime_unit): a worker waits for that one, not the caller."""
     obj, sha, _, lock_path = _unit_files(root, key)
     lock_file = open(lock_path, "a+b")
     try:
-        fcntl.flock(lock_file, fcntl.LOCK_SH)
+        fcntl.flock(lock_file, fcntl.LOCK_SH | fcntl.LOCK_NB)
         if _entry_valid(obj, sha):
             return obj, lock_file
+    except BlockingIOError:
+        pass
     except BaseException:
         lock_file.close()
         raise
