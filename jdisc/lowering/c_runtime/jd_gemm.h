@@ -8,6 +8,10 @@
 
 #define JD_GEMM_SPLIT_WORK 4194304.0   /* multiply-adds (2^22, about 0.1 ms on two cores) */
 #define JD_GEMM_MIN_ROWS 32            /* a piece's rows or columns, at least */
+/* pieces per thread, over all matrices: each piece re-packs the other operand, and 4 made
+   W3's GEMMs 5-10 % slower than 1 or 2 on a quiet machine (`jdisc bench --workloads W1,W3
+   --seed 23`); 2 leaves a thread that a busy machine holds back less to wait for */
+#define JD_GEMM_PIECES 2
 
 /* JD_GEMM_F32 .. JD_GEMM_C128, the element types jd_gemm's `kind` selects: jd_shared.h */
 
@@ -128,10 +132,11 @@ JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, in
      W1 and W3, against a count adapted to /proc/loadavg). */
   const int threads = work < JD_GEMM_SPLIT_WORK ? 1 : jd_pool_threads;
   /* Split the larger of m and n (each piece re-packs the whole of the other operand), into
-     about four pieces per thread over all matrices, each at least JD_GEMM_MIN_ROWS wide. */
+     about JD_GEMM_PIECES pieces per thread over all matrices, each at least JD_GEMM_MIN_ROWS
+     wide. */
   g.split_n = n > m;
   const int64_t extent = g.split_n ? n : m;
-  int64_t parts = threads > 1 ? (4 * threads + nb - 1) / nb : 1;
+  int64_t parts = threads > 1 ? (JD_GEMM_PIECES * threads + nb - 1) / nb : 1;
   const int64_t widest = (extent + JD_GEMM_MIN_ROWS - 1) / JD_GEMM_MIN_ROWS;
   if (parts > widest) parts = widest;
   if (parts < 1) parts = 1;
