@@ -10,7 +10,9 @@ Per workload (jdisc/bench/workloads.py) and repeat, one process per side:
 * first call: the time of the first call at (B, S) = (2, 37) (trace, compile, run);
 * stream: three distinct shapes, each called twice in the order a b c a b c, end to end from
   the first call (each jax.jit shape compiles once; jdisc compiles once; with the bridge, the
-  first call is served by jax.jit and the second waits for jdisc's program).
+  first call is served by jax.jit and the second waits for jdisc's program);
+* loop: in another fresh process, 20 calls at (2, 37), end to end from the first (a loop over
+  one shape: with the bridge, the calls made while jdisc compiles run jax.jit's executable).
 Medians over the repeats; ratio = side / jax.jit. Run on a quiet machine (the load average is
 recorded before and after).
 """
@@ -30,7 +32,7 @@ import json, sys, time
 import jax, numpy as np
 import jdisc
 from jdisc.bench.workloads import workloads
-name, side = sys.argv[1], sys.argv[2]
+name, side, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 wl = workloads()[name]
 shapes = [(2, 37), (3, 61), (5, 23)]
 args = [jax.device_put(wl.make_args(b, s, np.random.default_rng(0))) for b, s in shapes]
@@ -40,22 +42,30 @@ f = jax.jit(wl.fn) if side == "xla" else jdisc.jit(wl.fn, dynamic_axes=wl.dynami
 t0 = time.perf_counter()
 jax.block_until_ready(f(*args[0]))
 first = time.perf_counter() - t0
-for i in (1, 2, 0, 1, 2):
+for i in ((1, 2, 0, 1, 2) if mode == "stream" else (0,) * 19):
     jax.block_until_ready(f(*args[i]))
-stream = time.perf_counter() - t0
-print(json.dumps({"first_s": first, "stream_s": stream,
+rest = time.perf_counter() - t0
+print(json.dumps({"first_s": first, mode + "_s": rest,
                   "bridged": f.stats().get("bridged_calls", 0) if side != "xla" else 0}))
 """
 
 SIDES = ("xla", "jdisc", "nobridge")
 
 
-def _child(name: str, side: str) -> dict:
+def _child(name: str, side: str, mode: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="jdisc-fc-") as cache:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, name, side],
+        proc = subprocess.run([sys.executable, "-c", _CHILD, name, side, mode],
                               env=dict(os.environ, JDISC_CACHE_DIR=cache),
                               capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _run(name: str, side: str) -> dict:
+    """A stream run, then a loop run (its first call and bridged calls under loop_*)."""
+    out = _child(name, side, "stream")
+    loop = _child(name, side, "loop")
+    out.update(loop_s=loop["loop_s"], loop_bridged=loop["bridged"])
+    return out
 
 
 def print_table(rows: dict) -> None:
@@ -68,6 +78,14 @@ def print_table(rows: dict) -> None:
               f"{n['first_s'] / x['first_s']:6.2f} | {x['stream_s']:12.3f} {j['stream_s']:7.3f} "
               f"{j['stream_s'] / x['stream_s']:6.2f} {n['stream_s']:9.3f} "
               f"{n['stream_s'] / x['stream_s']:6.2f}")
+    if all("loop_s" in r["xla"] for r in rows.values()):      # files from before: no loop
+        print(f"\n{'':4} {'xla loop s':>10} {'jdisc':>7} {'ratio':>6} {'bridged':>7} "
+              f"{'no bridge':>9} {'ratio':>6}")
+        for name, r in rows.items():
+            x, j, n = r["xla"], r["jdisc"], r["nobridge"]
+            print(f"{name:4} {x['loop_s']:10.3f} {j['loop_s']:7.3f} "
+                  f"{j['loop_s'] / x['loop_s']:6.2f} {j['loop_bridged']:7.0f} "
+                  f"{n['loop_s']:9.3f} {n['loop_s'] / x['loop_s']:6.2f}")
 
 
 def main(argv=None) -> None:
@@ -86,7 +104,7 @@ def main(argv=None) -> None:
     print(f"load average before: {load_before}; {os.cpu_count()} CPUs")
     rows = {}
     for name in opts.workloads.split(","):
-        runs = {side: [_child(name, side) for _ in range(opts.repeats)] for side in SIDES}
+        runs = {side: [_run(name, side) for _ in range(opts.repeats)] for side in SIDES}
         rows[name] = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                       for side, rs in runs.items()}
         rows[name]["all"] = runs

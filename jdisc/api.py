@@ -322,7 +322,8 @@ class JdiscFunction:
                 if entry is None and (key in self._bridges or self.bridge and not wait and
                                       not interop.is_traced(flat) and
                                       not bridging.seen(self.fun, key, self._config())):
-                    entry = self._bridged(args, kwargs, key, dynamic, names, fun)
+                    entry = self._bridged(args, kwargs, key, dynamic, names, fun,
+                                          serve=not wait and not interop.is_traced(flat))
                     if isinstance(entry, bridging.Bridge):
                         return entry, dynamic, flat, treedef
                 elif entry is None:
@@ -343,12 +344,16 @@ class JdiscFunction:
         self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
         return _XlaFallback(jitted, err)
 
-    def _bridged(self, args, kwargs, key, dynamic, names, fun):
+    def _bridged(self, args, kwargs, key, dynamic, names, fun, serve: bool = False):
         """The bridge (bridge.py; under self._lock): the first call checks the arguments here
         and makes the compile's background thread, which __call__ starts once jax.jit has
-        served that call (so that its XLA compile has the CPUs), and returns the Bridge; every
-        later call waits for the compile and gets its entry (or its error) as without it."""
+        served that call (so that its XLA compile has the CPUs), and returns the Bridge; so
+        does a later call (when `serve`: an eager call) at shapes jax.jit has run while the
+        compile runs; every other call waits for the compile and gets its entry (or its
+        error) as without the bridge."""
         b = self._bridges.get(key)
+        if b is not None and serve and b.serves(dynamic):
+            return b
         if b is None:
             build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
             config = self._config()
@@ -391,7 +396,7 @@ class JdiscFunction:
             if not isinstance(entry, bridging.Bridge):
                 return entry.fn(*dynamic)
             self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
-            return entry.first_call(dynamic)
+            return entry.call(dynamic)
         if treedef != entry.in_tree:
             raise ArgumentError(_structure_mismatch(self.__name__, entry, dynamic,
                                                     self._names(len(dynamic))))
@@ -507,12 +512,13 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     `bridge` (default on; `bridge=False` or `JDISC_BRIDGE=0` turns it off): the first call
     of each program checks the arguments, runs with `jax.jit` at its exact shape (one XLA
     compile, counted in `stats()["bridged_calls"]`) and compiles jdisc's program in a
-    background thread; every later call runs jdisc's program, waiting for the compile if it is
-    still running. The first call then costs about one `jax.jit` first call instead of
-    jdisc's compile, and later calls are the same as without the bridge. Not bridged: a call
-    inside a JAX trace, and a function this cache directory compiled before (its compile is
-    then mostly a cache hit). Errors only jdisc's compile finds (an unsupported op, a failed
-    C compile) are raised by the second call.
+    background thread; while that runs, a call at the same shapes runs the same `jax.jit`
+    executable (counted too), and any other call runs jdisc's program, waiting for the compile.
+    The first call then costs about one `jax.jit` first call instead of jdisc's compile, and
+    calls after the compile are the same as without the bridge. Not bridged: a call inside a
+    JAX trace, and a function this cache directory compiled before (its compile is then mostly
+    a cache hit). Errors only jdisc's compile finds (an unsupported op, a failed C compile) are
+    raised by the first call that waits for the compile.
     `strict=False` (the default): a call whose arrays have a new dtype or rank, or a new pytree
     structure, compiles a program of its own (counted in `stats()["compiles"]`), as `jax.jit`
     retraces; `strict=True`: such a call raises DtypeError / ShapeError / ArgumentError naming
