@@ -68,24 +68,25 @@ def _run(name: str, side: str) -> dict:
     return out
 
 
+def _ratios(x: dict, j: dict, n: dict, what: str, width: int) -> str:
+    """`what`'s seconds for jax.jit, jdisc and jdisc without the bridge, with the ratios."""
+    k = what + "_s"
+    return (f"{x[k]:{width}.3f} {j[k]:7.3f} {j[k] / x[k]:6.2f} {n[k]:9.3f} "
+            f"{n[k] / x[k]:6.2f}")
+
+
 def print_table(rows: dict) -> None:
     print(f"{'':4} {'xla first s':>11} {'jdisc':>7} {'ratio':>6} {'no bridge':>9} {'ratio':>6} |"
           f" {'xla stream s':>12} {'jdisc':>7} {'ratio':>6} {'no bridge':>9} {'ratio':>6}")
     for name, r in rows.items():
         x, j, n = r["xla"], r["jdisc"], r["nobridge"]
-        print(f"{name:4} {x['first_s']:11.3f} {j['first_s']:7.3f} "
-              f"{j['first_s'] / x['first_s']:6.2f} {n['first_s']:9.3f} "
-              f"{n['first_s'] / x['first_s']:6.2f} | {x['stream_s']:12.3f} {j['stream_s']:7.3f} "
-              f"{j['stream_s'] / x['stream_s']:6.2f} {n['stream_s']:9.3f} "
-              f"{n['stream_s'] / x['stream_s']:6.2f}")
+        print(f"{name:4} {_ratios(x, j, n, 'first', 11)} | {_ratios(x, j, n, 'stream', 12)}")
     if all("loop_s" in r["xla"] for r in rows.values()):      # files from before: no loop
-        print(f"\n{'':4} {'xla loop s':>10} {'jdisc':>7} {'ratio':>6} {'bridged':>7} "
-              f"{'no bridge':>9} {'ratio':>6}")
+        print(f"\n{'':4} {'xla loop s':>10} {'jdisc':>7} {'ratio':>6} {'no bridge':>9} "
+              f"{'ratio':>6} {'bridged':>7}")
         for name, r in rows.items():
             x, j, n = r["xla"], r["jdisc"], r["nobridge"]
-            print(f"{name:4} {x['loop_s']:10.3f} {j['loop_s']:7.3f} "
-                  f"{j['loop_s'] / x['loop_s']:6.2f} {j['loop_bridged']:7.0f} "
-                  f"{n['loop_s']:9.3f} {n['loop_s'] / x['loop_s']:6.2f}")
+            print(f"{name:4} {_ratios(x, j, n, 'loop', 10)} {j['loop_bridged']:7.0f}")
 
 
 def main(argv=None) -> None:

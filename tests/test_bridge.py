@@ -39,17 +39,22 @@ def test_bridged_calls_then_jdisc():
     assert f.stats()["calls"] == 2 + len(xs)
 
 
-def test_first_call_does_not_wait_for_the_c_compiler(monkeypatch):
-    # a slow C compiler does not delay the call
-    g = lambda x: x * 3 + 1
-    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+def _slow_c_compiler(monkeypatch, seconds):
+    """Every C compile of jdisc's takes `seconds` more."""
     from jdisc.custom_calls import compiler
     real = compiler._compile
 
     def slow(*a, **k):
-        time.sleep(2.0)
+        time.sleep(seconds)
         return real(*a, **k)
     monkeypatch.setattr(compiler, "_compile", slow)
+
+
+def test_first_call_does_not_wait_for_the_c_compiler(monkeypatch):
+    # a slow C compiler does not delay the call
+    g = lambda x: x * 3 + 1
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    _slow_c_compiler(monkeypatch, 2.0)
     x = np.arange(4, dtype=np.float32)
     t0 = time.monotonic()
     assert_close(f(x), x * 3 + 1, 0)
@@ -64,13 +69,7 @@ def test_calls_at_the_first_shape_do_not_wait_for_the_compile(monkeypatch, cache
     # compile more), a new shape waits for jdisc, and jdisc serves every call afterwards
     g = lambda x: jnp.cos(x) * 2 - 1
     f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
-    from jdisc.custom_calls import compiler
-    real = compiler._compile
-
-    def slow(*a, **k):
-        time.sleep(3.0)
-        return real(*a, **k)
-    monkeypatch.setattr(compiler, "_compile", slow)
+    _slow_c_compiler(monkeypatch, 3.0)
     x, y = np.linspace(0, 1, 7, dtype=np.float32), np.linspace(0, 1, 11, dtype=np.float32)
     with _XLA.counting() as seen:
         t0 = time.monotonic()
