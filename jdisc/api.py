@@ -348,10 +348,11 @@ class JdiscFunction:
         """The bridge (bridge.py; under self._lock): the first call checks the arguments here
         and makes the compile's background thread, which __call__ starts once jax.jit has
         served that call (so that its XLA compile has the CPUs), and returns the Bridge; so
-        does a later call while the compile runs, when `serve` (an eager call); every other
-        call waits for the compile and gets its entry (or its error) as without the bridge."""
+        does a later call (when `serve`: an eager call) at shapes jax.jit has run while the
+        compile runs; every other call waits for the compile and gets its entry (or its
+        error) as without the bridge."""
         b = self._bridges.get(key)
-        if b is not None and serve and not b.done():
+        if b is not None and serve and b.serves(dynamic):
             return b
         if b is None:
             build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
@@ -511,10 +512,10 @@ def jit(fun: Callable | None = None, *, dynamic_axes: Any = None,
     `bridge` (default on; `bridge=False` or `JDISC_BRIDGE=0` turns it off): the first call
     of each program checks the arguments, runs with `jax.jit` at its exact shape (one XLA
     compile, counted in `stats()["bridged_calls"]`) and compiles jdisc's program in a
-    background thread; every call made while that runs runs with `jax.jit` too (counted too:
-    an XLA compile at a new shape), so none waits for jdisc's compile. The first call then
-    costs about one `jax.jit` first call instead of jdisc's compile, and calls after the
-    compile are the same as without the bridge. Not bridged: a call inside a
+    background thread; while that runs, a call at the same shapes runs the same `jax.jit`
+    executable (counted too), and any other call runs jdisc's program, waiting for the compile.
+    The first call then costs about one `jax.jit` first call instead of jdisc's compile, and
+    calls after the compile are the same as without the bridge. Not bridged: a call inside a
     JAX trace, and a function this cache directory compiled before (its compile is then mostly
     a cache hit). Errors only jdisc's compile finds (an unsupported op, a failed C compile) are
     raised by the first call that waits for the compile.

@@ -3,11 +3,11 @@
 A jdisc compile costs a few XLA compiles (mostly the C compiler), and a user's first call
 waits for it. With the bridge (the default; `jit(..., bridge=False)` or `JDISC_BRIDGE=0`
 turn it off) the first call of each program checks its arguments, runs with `jax.jit` at its
-exact shape, and starts jdisc's compile in a thread. Every call made while the compile runs
-runs with `jax.jit` too (its executable for a shape it has run, else an XLA compile at the new
-shape), so no call waits for jdisc's compile and none costs more than `jax.jit` would, but for
-the two compiles sharing the CPUs; the first call after the compile collects jdisc's program
-(or its error), and every call from then on is the same as without the bridge.
+exact shape, and starts jdisc's compile in a thread. A later call at the shapes `jax.jit` has
+run while the compile is still running runs that same executable (no XLA compile, no wait: a
+loop over one shape keeps going); any other later call runs jdisc's program, waiting for the
+compile if it is still running. So one XLA compile per program, and every call after the
+compile is the same as without the bridge.
 
 The bridge is skipped where it would cost more than it saves: inside a JAX trace (the trace
 must embed jdisc's program), and when this cache directory has compiled the same function
@@ -27,6 +27,7 @@ import weakref
 from typing import Any, Callable
 
 import jax
+import numpy as np
 
 from jdisc.custom_calls.compiler import cache_dir
 from jdisc.version import __version__
@@ -45,6 +46,7 @@ class Bridge:
         self._settings = _thread_settings()      # the caller's jax.enable_x64(...) and such
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
+        self._served: set = set()      # the argument shapes jax.jit has run at
         self._lock = threading.Lock()
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
@@ -81,15 +83,18 @@ class Bridge:
         asynchronously), so as not to take a core from that computation."""
         try:
             self._first_out = self.fn(*args)
+            self._served.add(_shapes(args))      # jax.jit has compiled for these shapes
             return self._first_out
         finally:
             self.start()
 
+    def serves(self, args: list) -> bool:
+        """Whether a call with `args` runs with jax.jit: the compile still runs and jax.jit has
+        an executable for their shapes (XLA compiles no more)."""
+        return not self.done() and _shapes(args) in self._served
+
     def call(self, args: list) -> Any:
-        """A call the bridge serves: the first, or one made while the compile runs. Measured
-        (`benchmarks/first_call.py`, a stream of shapes a b c a b c from a cold start): waiting
-        for the compile instead cost W3 and W4 0.29-0.39 s against 0.16-0.20, since their XLA
-        compiles are short and jdisc's long; W1's stream took 0.72-0.76 s either way."""
+        """A call the bridge serves: the first, or one at shapes jax.jit has run (serves)."""
         return self.fn(*args) if self.thread.ident else self.first_call(args)
 
     def start(self) -> None:
@@ -105,6 +110,13 @@ class Bridge:
 
     def done(self) -> bool:
         return bool(self.thread.ident) and not self.thread.is_alive()
+
+
+def _shapes(args: list) -> tuple:
+    """What decides whether jax.jit compiles again for `args` (the statics and the pytree are
+    the program's key already): each leaf's shape, dtype and weak type."""
+    return tuple((np.shape(x), str(getattr(x, "dtype", type(x))), getattr(x, "weak_type", None))
+                 for x in jax.tree_util.tree_leaves(args))
 
 
 def _thread_settings() -> list:
