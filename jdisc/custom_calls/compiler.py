@@ -413,14 +413,15 @@ def _bundles(sizes: dict[int, int]) -> list[list[int]]:
     return groups
 
 
-def _build(root: str, compiler: list[str], flags: list[str], texts: list[str]):
+def _build(root: str, compiler: list[str], flags: list[str], units: list[tuple[str, str]]):
     """(path, lock) of the object of one unit, or of a bundle of kernel units (each then
-    published under its own key)."""
-    if len(texts) == 1:
-        return _unit_object(root, compiler, flags, texts[0])
-    held = _unit_object(root, compiler, flags, units_c.bundle([units_c.body(t) for t in texts]))
-    for t in texts:
-        _publish(root, _cache_key(t, compiler, flags), t, held[0])
+    published under its own key); `units` are (key, text) pairs."""
+    if len(units) == 1:
+        return _unit_object(root, compiler, flags, units[0][1])
+    bundle = units_c.bundle([units_c.body(text) for _, text in units])
+    held = _unit_object(root, compiler, flags, bundle)
+    for key, text in units:
+        _publish(root, key, text, held[0])
     return held
 
 
@@ -442,29 +443,26 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
     `so_path`, then move it into place and record its hash."""
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
-    held, jobs, small = [], [], {}
+    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length)
     try:
         for _, opt, text in units:
             flags = _unit_flags(cflags, opt, sanitize)
-            hit = _cached_object(root, _cache_key(text, compiler, flags))
+            key = _cache_key(text, compiler, flags)
+            hit = _cached_object(root, key)
             if hit is not None:
                 held.append(hit)
             elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
-                small.setdefault(tuple(flags), {})[len(jobs)] = len(body)
-                jobs.append((flags, [text]))
+                small.setdefault(tuple(flags), []).append((key, text, len(body)))
             else:
-                jobs.append((flags, [text]))
-        for group in small.values():
-            for members in _bundles(group):
-                jobs[members[0]] = (jobs[members[0]][0], [jobs[i][1][0] for i in members])
-                for i in members[1:]:
-                    jobs[i] = None
-        jobs = [j for j in jobs if j is not None]
+                jobs.append((flags, [(key, text)]))
+        for flags, kernels in small.items():
+            for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
+                jobs.append((list(flags), [kernels[i][:2] for i in members]))
         error = None
         if jobs:
             with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
                 # the longest first: the compile ends when its slowest worker does
-                by_size = sorted(jobs, key=lambda j: -sum(map(len, j[1])))
+                by_size = sorted(jobs, key=lambda j: -sum(len(t) for _, t in j[1]))
                 futures = [pool.submit(_build, root, compiler, *j) for j in by_size]
                 for f in futures:       # every future is waited for, and every lock kept
                     try:
