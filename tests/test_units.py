@@ -182,3 +182,45 @@ def test_a_unit_that_fails_names_both_files(tmp_path, monkeypatch):
     msg = str(info.value)
     assert "nope" in msg and "the program's C file:" in msg and "kernel.c" in msg
     assert "/units/" in msg       # the failing unit's own C file
+
+
+def test_a_cold_compile_waits_for_the_runtime_unit_last(tmp_path, monkeypatch):
+    """On an empty cache the runtime unit starts at once, without the compiler probes' verdict
+    (it is built with every flag they may add), and while it builds, the program's own units
+    compile beside it rather than queue behind it, even with one compile job."""
+    import time
+
+    from jdisc.custom_calls import probe
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("JDISC_CC_JOBS", "1")
+    log = tmp_path / "units.log"
+    script = tmp_path / "cc-wrapper"     # logs each unit's start and end; the runtime is slow
+    script.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -c "*)\n'
+        '  for a in "$@"; do case "$a" in *.c) src="$a";; esac; done\n'
+        '  kind=unit; if grep -q jd_set_threads "$src"; then kind=runtime; fi\n'
+        f'  echo "start $kind $(date +%s.%N)" >> "{log}"\n'
+        '  if [ $kind = runtime ]; then sleep 1.5; fi\n'
+        '  cc "$@"; rc=$?\n'
+        f'  echo "end $kind $(date +%s.%N)" >> "{log}"\n'
+        "  exit $rc;;\n"
+        "esac\n"
+        'exec cc "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("JDISC_CC", str(script))
+    probed = []
+    real = probe._run_probes
+
+    def slow_probes(compiler, cflags):
+        time.sleep(1.0)
+        probed.append(time.time())
+        return real(compiler, cflags)
+    monkeypatch.setattr(probe, "_run_probes", slow_probes)
+    f = jdisc.jit(lambda x: jnp.tanh(x) * 2.0, dynamic_axes=({0: "n"},))
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    np.testing.assert_allclose(f(x), np.tanh(x) * 2, rtol=1e-6)
+    events = [line.split() for line in log.read_text().splitlines()]
+    at = {(what, kind): float(t) for what, kind, t in events}   # units: the last one's times
+    assert probed and at["start", "runtime"] < probed[0], events
+    assert at["end", "unit"] < at["end", "runtime"], events

@@ -33,7 +33,7 @@ BODY = "//@jdisc body\n"  # where a kernel unit that may join a bundle starts it
 # -O level per unit: the kernels' loops are the program's time; the launcher's checks and
 # calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time: benchmarks/compile_time.py),
 # and the runtime unit compiles once for every program
-KERNEL_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O1", "-O2"
+KERNEL_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O1", "-O1"
 
 _BASE_INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h")
 _MESSAGE_INCLUDES = ("stdarg.h", "stdio.h")

@@ -214,7 +214,7 @@ static int jd_runnable_own(void) {       /* this process's runnable threads, the
   DIR *dir = opendir("/proc/self/task");
   if (!dir) return 1;
   int running = 0;
-  char path[64], buf[256];
+  char path[32 + sizeof ((struct dirent *)0)->d_name], buf[256];  /* any name fits */
   for (struct dirent *e; (e = readdir(dir)) != NULL;) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) > 20) continue;
     snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
