@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jdisc.custom_calls.probe import ALL_FIXES, workaround_flags
+from jdisc.custom_calls.probe import workaround_flags
 from jdisc.lowering import units as units_c
 from jdisc.lowering.units import runtime_unit, split
 from jdisc.errors import CompileError
@@ -104,10 +104,8 @@ def compiler_command() -> list[str]:
     return shlex.split(os.environ.get("JDISC_CC", "cc"))
 
 
-def _flag_parts(sanitize: bool, *, probed: bool = True) -> tuple[list[str], list[str]]:
-    """(compile flags, link flags); link flags go after the source file on the command line.
-    `probed=False`: with every workaround flag the compiler probes may add (probe.ALL_FIXES)
-    instead of this compiler's verdict, which the call then does not wait for."""
+def _flag_parts(sanitize: bool) -> tuple[list[str], list[str]]:
+    """(compile flags, link flags); link flags go after the source file on the command line."""
     import scipy_openblas32
 
     cflags = list(_BASE_CFLAGS)
@@ -115,11 +113,8 @@ def _flag_parts(sanitize: bool, *, probed: bool = True) -> tuple[list[str], list
         i = cflags.index("-O3")
         cflags[i:i + 1] = _SANITIZE_CFLAGS
     compiler = compiler_command()
-    if probed:
-        cflags += workaround_flags(compiler, cflags, _compiler_identity(compiler), _host_cpu(),
-                                   cache_dir())
-    else:
-        cflags += ALL_FIXES
+    cflags += workaround_flags(compiler, cflags, _compiler_identity(compiler), _host_cpu(),
+                               cache_dir())
     cflags += ["-I", scipy_openblas32.get_include_dir(), "-I", _xla_ffi_include_dir()]
     libdir = scipy_openblas32.get_lib_dir()
     ldflags = [
@@ -312,13 +307,10 @@ def _unit_files(root: str, key: str) -> tuple[str, str, str, str]:
     return tuple(os.path.join(folder, key + ext) for ext in (".o", ".o.sha256", ".c", ".lock"))
 
 
-BUSY = "busy"
-
-
 def _cached_object(root: str, key: str):
     """(path, lock) of the valid object of the unit cache entry `key`, held shared (as
-    `_unit_object` holds it); None when there is none; BUSY when it is being built (the
-    runtime unit on a cold cache: start_runtime_unit), which the caller waits for last."""
+    `_unit_object` holds it), or None when there is none or it is being built (the runtime
+    unit on a cold cache: start_runtime_unit): a worker waits for that one, not the caller."""
     obj, sha, _, lock_path = _unit_files(root, key)
     lock_file = open(lock_path, "a+b")
     try:
@@ -326,8 +318,7 @@ def _cached_object(root: str, key: str):
         if _entry_valid(obj, sha):
             return obj, lock_file
     except BlockingIOError:
-        lock_file.close()
-        return BUSY
+        pass
     except BaseException:
         lock_file.close()
         raise
@@ -453,16 +444,12 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
     held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length)
-    busy = []                       # units another thread or process is building
-    runtime_cflags = _flag_parts(sanitize, probed=False)[0]
     try:
-        for name, opt, text in units:
-            flags = _unit_flags(runtime_cflags if name == "runtime" else cflags, opt, sanitize)
+        for _, opt, text in units:
+            flags = _unit_flags(cflags, opt, sanitize)
             key = _cache_key(text, compiler, flags)
             hit = _cached_object(root, key)
-            if hit is BUSY:
-                busy.append((flags, [(key, text)]))
-            elif hit is not None:
+            if hit is not None:
                 held.append(hit)
             elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
                 small.setdefault(tuple(flags), []).append((key, text, len(body)))
@@ -472,20 +459,16 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
             for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
                 jobs.append((list(flags), [kernels[i][:2] for i in members]))
         error = None
-        with ThreadPoolExecutor(max(1, min(len(jobs), compile_jobs()))) as pool:
-            # the longest first: the compile ends when its slowest worker does
-            by_size = sorted(jobs, key=lambda j: -sum(len(t) for _, t in j[1]))
-            futures = [pool.submit(_build, root, compiler, *j) for j in by_size]
-            for job in busy:            # meanwhile: waiting takes no worker from the pool
-                try:
-                    held.append(_build(root, compiler, *job))
-                except BaseException as e:
-                    error = e
-            for f in futures:           # every future is waited for, and every lock kept
-                try:
-                    held.append(f.result())
-                except BaseException as e:
-                    error = e
+        if jobs:
+            with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
+                # the longest first: the compile ends when its slowest worker does
+                by_size = sorted(jobs, key=lambda j: -sum(len(t) for _, t in j[1]))
+                futures = [pool.submit(_build, root, compiler, *j) for j in by_size]
+                for f in futures:       # every future is waited for, and every lock kept
+                    try:
+                        held.append(f.result())
+                    except BaseException as e:
+                        error = e
         if error is not None:
             if isinstance(error, CompileError):
                 raise CompileError(f"{error}\nthe program's C file: {c_path}") from None
@@ -512,10 +495,8 @@ _started: set = set()
 def start_runtime_unit(sanitize: bool | None = None) -> None:
     """Compile the runtime unit, the same in every program, in a background thread (once per
     cache directory and process), so that a compile that begins with an empty cache finds it
-    built by the time its own units are: it overlaps the export and the passes. It is built
-    with every flag the compiler probes may add (ALL_FIXES), so it need not wait for their
-    verdict, which another thread meanwhile reads or, on an empty cache, probes for. What these
-    cost is off the first call's path; a failure here is left to that compile to report."""
+    built by the time its own units are: it overlaps the export and the passes. What it costs
+    is off the first call's path; a failure here is left to that compile to report."""
     if sanitize is None:
         sanitize = os.environ.get("JDISC_SANITIZE", "") not in ("", "0")
     root = cache_dir()
@@ -526,20 +507,13 @@ def start_runtime_unit(sanitize: bool | None = None) -> None:
 
     def build_it():
         try:
-            cflags, _ = _flag_parts(sanitize, probed=False)
+            cflags, _ = _flag_parts(sanitize)
             name, opt, text = split(runtime_unit())[0]
             _unit_object(root, compiler_command(), _unit_flags(cflags, opt, sanitize),
                          text)[1].close()
         except Exception:       # noqa: BLE001 - the compile that needs it reports it
             pass
-
-    def probe_it():             # the kernels' flags: the verdict, on an empty cache a probe
-        try:
-            _flag_parts(sanitize)
-        except Exception:       # noqa: BLE001 - likewise
-            pass
-    for target, name in ((build_it, "jdisc-runtime-unit"), (probe_it, "jdisc-probe")):
-        threading.Thread(target=target, name=name, daemon=True).start()
+    threading.Thread(target=build_it, name="jdisc-runtime-unit", daemon=True).start()
 
 
 def _link_flags(cflags: list[str]) -> list[str]:

@@ -31,11 +31,12 @@ from jdisc.lowering.stitch import LANES, LANES_SHORT
 # Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
 # The lane loop is written at each width of the stitch kernels' reduction loops
 # (lowering/stitch.py LANES, LANES_SHORT): how many vectors it unrolls over depends on the width.
-# All widths are in one program: on an empty cache every compile waits for the verdict, and
-# each program is a compile, a link and a run more.
-_LANE_LOOP = r"""
-ATTR static void lanes_W(int64_t n, const int32_t *restrict m, const float *restrict a,
-                         float *restrict out) {
+_MASKED_LOAD_LANES = r"""
+#include <stdint.h>
+#include <stdio.h>
+#define W WIDTH
+__attribute__((noinline)) static void lanes(int64_t n, const int32_t *restrict m,
+                                            const float *restrict a, float *restrict out) {
   float acc[W];
   for (int l = 0; l < W; l++) acc[l] = 0.0f;
   for (int64_t c = 0; c + W <= n; c += W) {
@@ -47,7 +48,8 @@ ATTR static void lanes_W(int64_t n, const int32_t *restrict m, const float *rest
   }
   for (int l = 0; l < W; l++) out[l] = acc[l];
 }
-static int right_W(int argc) {
+int main(int argc, char **argv) {
+  (void)argv;
   int32_t m[4 * W];
   float a[4 * W], out[W], want[W] = {0};
   for (int i = 0; i < 4 * W; i++) {
@@ -55,34 +57,27 @@ static int right_W(int argc) {
     a[i] = (float)i;
     if (m[i]) want[i % W] += a[i];
   }
-  lanes_W(4 * W, m, a, out);
+  lanes(4 * W, m, a, out);
   for (int l = 0; l < W; l++)
-    if (out[l] != want[l]) return 0;
-  return 1;
+    if (out[l] != want[l]) { printf("wrong\n"); return 0; }
+  printf("ok\n");
+  return 0;
 }
 """
 
+# The same program with the per-function attribute jdisc's kernels use (lowering/codegen.py,
+# JD_KEEP_BRANCHES): if it prints "ok" where the plain one does not, the attribute avoids the
+# bug and no global flag is needed; otherwise every kernel is built without if-conversion.
+_MASKED_LOAD_LANES_KEPT = _MASKED_LOAD_LANES.replace(
+    "__attribute__((noinline)) static void lanes",
+    "__attribute__((noinline, optimize(\"no-tree-loop-if-convert\"))) static void lanes")
 
-def _lane_loops(attr: str) -> str:
-    """The probe program: the lane loop at each width, its functions marked `attr`."""
-    loops = "".join(_LANE_LOOP.replace("_W", f"_{w}").replace("W", str(w))
-                    .replace("ATTR", attr) for w in (LANES, LANES_SHORT))
-    checks = " && ".join(f"right_{w}(argc)" for w in (LANES, LANES_SHORT))
-    return ("#include <stdint.h>\n#include <stdio.h>\n" + loops +
-            "int main(int argc, char **argv) {\n  (void)argv;\n"
-            f'  printf("%s\\n", {checks} ? "ok" : "wrong");\n  return 0;\n}}\n')
-
-
-# (name, program, the same program as jdisc's kernels avoid the bug in it (the per-function
-# attribute of lowering/codegen.py, JD_KEEP_BRANCHES: if it prints "ok" where the plain one does
-# not, the attribute avoids the bug), global flags used only when that avoidance does not work)
-PROBES = [("masked-load-lanes", _lane_loops("__attribute__((noinline))"),
-           _lane_loops('__attribute__((noinline, optimize("no-tree-loop-if-convert")))'),
-           ["-fno-tree-loop-if-convert"])]
-# every flag a probe may add: the runtime unit is built with all of them, so that it need not
-# wait for the verdict (compiler.start_runtime_unit)
-ALL_FIXES = sorted({f for *_, fix in PROBES for f in fix})
-PROBE_VERSION = 4       # part of the verdict's cache key
+# (name, program, the same program as jdisc's kernels avoid the bug in it, global flags used
+# only when that avoidance does not work)
+PROBES = [(f"masked-load-lanes-{width}", _MASKED_LOAD_LANES.replace("WIDTH", str(width)),
+           _MASKED_LOAD_LANES_KEPT.replace("WIDTH", str(width)), ["-fno-tree-loop-if-convert"])
+          for width in (LANES, LANES_SHORT)]
+PROBE_VERSION = 3       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}
 _probing = threading.Lock()
