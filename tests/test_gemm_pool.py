@@ -29,6 +29,11 @@ SCRIPT = textwrap.dedent("""
     mm = jdisc.jit(lambda a, b: a @ b, dynamic_axes=({0: "m", 1: "k"}, {0: "k", 1: "n"}))
     ta = jdisc.jit(lambda a, b: a.T @ b, dynamic_axes=({0: "k", 1: "m"}, {0: "k", 1: "n"}))
     tb = jdisc.jit(lambda a, b: a @ b.T, dynamic_axes=({0: "m", 1: "k"}, {0: "n", 1: "k"}))
+    # B's rows contracted as stored ([n, k]: the GEMM's transposed B), and both transposed
+    nt = jdisc.jit(lambda a, b: jnp.einsum("mk,nk->mn", a, b),
+                   dynamic_axes=({0: "m", 1: "k"}, {0: "n", 1: "k"}))
+    tt = jdisc.jit(lambda a, b: jnp.einsum("km,nk->mn", a, b),
+                   dynamic_axes=({0: "k", 1: "m"}, {0: "n", 1: "k"}))
     bmm = jdisc.jit(lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
                     dynamic_axes=({0: "b", 1: "m", 2: "k"}, {0: "b", 1: "k", 2: "n"}))
     # (m, k, n): rows split (m >= n), columns split (n > m), ragged last pieces, and one below
@@ -36,14 +41,20 @@ SCRIPT = textwrap.dedent("""
     # one row or one column (matrix-vector products, jd_gemv_piece), split over the pool too
     for m, k, n in [(1000, 64, 70), (24, 300, 2000), (333, 129, 257), (37, 1031, 401),
                     (4099, 8, 129), (7, 5, 3), (1, 128, 512), (1, 64, 70001), (513, 37, 1),
-                    (70001, 64, 1), (1, 1, 9), (1, 300, 1)]:
+                    (70001, 64, 1), (1, 1, 9), (1, 300, 1),
+                    # 2 to 16 rows and a large other operand (jd_skinny.h): whole and in
+                    # column pieces, ragged columns and k, one and two groups of 8 rows
+                    (2, 64, 2000), (3, 256, 300), (4, 1031, 97), (4, 512, 4096),
+                    (13, 301, 400), (16, 129, 1000)]:
         a = rng.standard_normal((m, k), np.float32)
         b = rng.standard_normal((k, n), np.float32)
         check(mm(a, b), a, b)
         check(ta(np.ascontiguousarray(a.T), b), a, b)
         check(tb(a, np.ascontiguousarray(b.T)), a, b)
+        check(nt(a, np.ascontiguousarray(b.T)), a, b)
+        check(tt(np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)), a, b)
     for nb, m, k, n in [(5, 200, 64, 90), (1, 900, 70, 71), (64, 33, 40, 35), (3, 17, 600, 999),
-                        (4, 1, 32, 147), (3, 129, 32, 1), (600, 1, 64, 300)]:
+                        (4, 1, 32, 147), (3, 129, 32, 1), (600, 1, 64, 300), (2, 3, 300, 257)]:
         a = rng.standard_normal((nb, m, k), np.float32)
         b = rng.standard_normal((nb, k, n), np.float32)
         check(bmm(a, b), a, b)
@@ -53,7 +64,8 @@ SCRIPT = textwrap.dedent("""
     # the same products in float64 (dgemv), with every operand layout
     import jax
     with jax.enable_x64(True):
-        for m, k, n in [(1, 128, 512), (1, 64, 70001), (513, 37, 1), (70001, 64, 1), (6, 9, 4)]:
+        for m, k, n in [(1, 128, 512), (1, 64, 70001), (513, 37, 1), (70001, 64, 1), (6, 9, 4),
+                        (3, 300, 257)]:
             a = rng.standard_normal((m, k))
             b = rng.standard_normal((k, n))
             want = a @ b

@@ -5,6 +5,7 @@
     jd_fp.h             subnormals flushed as XLA:CPU flushes them, on every thread of a call
     jd_shared.h         what a program's units share: the pool's and the GEMMs' declarations
     jd_pool.h           the pool of threads that runs kernels' parallel loops and GEMMs
+    jd_skinny.h         f32 GEMMs of a few rows, which read the other operand once per 8 rows
     jd_gemm.h           GEMMs split into single-threaded BLAS calls on the pool
     jd_ffi.h            the body of every program's XLA FFI handler (over XLA's FFI C API)
     jd_arena.h          the per-call arena of intermediate buffers
@@ -17,7 +18,8 @@
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
-packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h, jd_gemm.h and jd_ffi.h are the runtime unit
+packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h, jd_skinny.h, jd_gemm.h and
+jd_ffi.h are the runtime unit
 (lowering/units.py), compiled once for every program; jd_fft.h and jd_fft_real.h are the FFT
 unit of a program with FFTs, whose kernels carry jd_fft_api.h; the other units include
 jd_shared.h. tests/test_c_runtime.py compiles each header.
@@ -35,6 +37,7 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
-HEADERS = ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_gemm.h",
+HEADERS = ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_skinny.h",
+           "jd_gemm.h",
            "jd_ffi.h", "jd_arena.h", "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h",
            "jd_keep_branches.h")

@@ -1,0 +1,134 @@
+/* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ op(B)[k, n] for a few rows (2 <= m <= 16), as
+   jd_gemm's pieces run them (jd_gemm.h).
+
+   BLAS's sgemm packs op(B) before it multiplies; with a few rows of A that copy is most of the
+   time. These loops read op(B) once for each 8 rows instead, with the 8 rows' products in
+   registers (GCC's vector extension: a vector of JD_SKINNY_LANES floats, one register). One
+   thread, OpenBLAS's sgemm against this, [m, 512] @ [512, 2048]: 314-367 against 85 us for m =
+   2..8, 386 against 169 at m = 16, equal near m = 24; [m, 768] @ [768, 3072]: 723-849 against
+   193 us (m = 2..8, compiled -O1 as the runtime unit is). The sums run in another order than
+   BLAS's, as two BLAS libraries' do: within f32's bound for any order (tests/test_gemm_pool.py). */
+
+#define JD_SKINNY_ROWS 16
+
+#if defined(__AVX512F__)
+#define JD_SKINNY_LANES 16
+#else
+#define JD_SKINNY_LANES 8
+#endif
+#define JD_SKINNY_TILE (2 * JD_SKINNY_LANES)      /* columns per pass of jd_skinny_nn */
+
+typedef float jd_vf __attribute__((vector_size(4 * JD_SKINNY_LANES)));
+/* unaligned loads and stores; macros, as a function taking or returning a vector wider than
+   the target's registers changes the ABI (GCC's -Wpsabi) */
+#define JD_VF_LOAD(v, p) memcpy(&(v), (p), sizeof(jd_vf))
+#define JD_VF_STORE(p, v) memcpy((p), &(v), sizeof(jd_vf))
+
+/* A's rows r0 .. r0 + 7 (a row past m repeats row m - 1: computed, never stored); element p of
+   row r is a[r * sa_row + p * sa_col] */
+static void jd_skinny_rows(const float *a, int64_t sa_row, int64_t r0, int64_t m,
+                           const float *rows[8]) {
+  for (int i = 0; i < 8; i++) rows[i] = a + (r0 + i < m ? r0 + i : m - 1) * sa_row;
+}
+
+/* C's rows r0 .. min(m, r0 + 8) - 1, `width` (<= JD_SKINNY_LANES) columns from j0: the first
+   lanes of the 8 accumulators */
+static void jd_skinny_store(float *c, int64_t ldc, int64_t rows, int64_t j0, int64_t width,
+                            const jd_vf acc[8]) {
+  for (int64_t i = 0; i < rows && i < 8; i++) {
+    float lanes[JD_SKINNY_LANES];
+    JD_VF_STORE(lanes, acc[i]);
+    memcpy(c + i * ldc + j0, lanes, sizeof(float) * (size_t)width);
+  }
+}
+
+/* B is [k, n] with row stride ldb, m <= 8: each row of B, JD_SKINNY_TILE columns at a time,
+   is multiplied into the 8 rows at once (16 accumulators). The accumulators are written out by
+   hand: GCC -O1 keeps them in registers only so. */
+static void jd_skinny_nn8(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
+                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+  const int64_t L = JD_SKINNY_LANES;
+  const float *r[8];
+  jd_skinny_rows(a, sa_row, 0, m, r);
+  int64_t j0 = 0;
+  for (; j0 + 2 * L <= n; j0 += 2 * L) {
+    jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
+    jd_vf y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0}, y4 = {0}, y5 = {0}, y6 = {0}, y7 = {0};
+    const float *bp = b + j0;
+    for (int64_t p = 0, q = 0; p < k; p++, q += sa_col, bp += ldb) {
+      jd_vf b0, b1;
+      JD_VF_LOAD(b0, bp);
+      JD_VF_LOAD(b1, bp + L);
+      x0 += r[0][q] * b0; y0 += r[0][q] * b1;
+      x1 += r[1][q] * b0; y1 += r[1][q] * b1;
+      x2 += r[2][q] * b0; y2 += r[2][q] * b1;
+      x3 += r[3][q] * b0; y3 += r[3][q] * b1;
+      x4 += r[4][q] * b0; y4 += r[4][q] * b1;
+      x5 += r[5][q] * b0; y5 += r[5][q] * b1;
+      x6 += r[6][q] * b0; y6 += r[6][q] * b1;
+      x7 += r[7][q] * b0; y7 += r[7][q] * b1;
+    }
+    const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
+    const jd_vf ys[8] = {y0, y1, y2, y3, y4, y5, y6, y7};
+    jd_skinny_store(c, ldc, m, j0, L, xs);
+    jd_skinny_store(c, ldc, m, j0 + L, L, ys);
+  }
+  for (; j0 < n; j0 += L) {   /* the last columns, a vector's worth at a time, zero-padded */
+    const int64_t width = n - j0 < L ? n - j0 : L;
+    jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
+    const float *bp = b + j0;
+    for (int64_t p = 0, q = 0; p < k; p++, q += sa_col, bp += ldb) {
+      float lanes[JD_SKINNY_LANES] = {0};
+      memcpy(lanes, bp, sizeof(float) * (size_t)width);
+      jd_vf b0;
+      JD_VF_LOAD(b0, lanes);
+      x0 += r[0][q] * b0; x1 += r[1][q] * b0; x2 += r[2][q] * b0; x3 += r[3][q] * b0;
+      x4 += r[4][q] * b0; x5 += r[5][q] * b0; x6 += r[6][q] * b0; x7 += r[7][q] * b0;
+    }
+    const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
+    jd_skinny_store(c, ldc, m, j0, width, xs);
+  }
+}
+
+/* B is [k, n]: 8 rows at a time (a row group reads B once: 16 row pointers and their
+   accumulators do not stay in x86-64's registers, which made 16 rows at once 2x slower) */
+static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
+                         int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+  for (int64_t r0 = 0; r0 < m; r0 += 8)
+    jd_skinny_nn8(m - r0 < 8 ? m - r0 : 8, n, k, a + r0 * sa_row, sa_row, sa_col, b, ldb,
+                  c + r0 * ldc, ldc);
+}
+
+/* B is [n, k] with row stride ldb, A's rows contiguous (sa_col == 1): C[i, j] is the dot
+   product of A's row i with B's row j, a vector of products at a time in lanes, then the
+   lanes and the last k % JD_SKINNY_LANES products added in order; 8 rows at a time. */
+static void jd_skinny_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
+                         const float *b, int64_t ldb, float *c, int64_t ldc) {
+  const int64_t L = JD_SKINNY_LANES, kv = k - k % JD_SKINNY_LANES;
+  for (int64_t j = 0; j < n; j++) {          /* B's row j once from memory, for every row */
+    const float *bj = b + j * ldb;
+    for (int64_t r0 = 0; r0 < m; r0 += 8) {
+      const float *r[8];
+      jd_skinny_rows(a, sa_row, r0, m, r);
+      jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
+      for (int64_t p = 0; p < kv; p += L) {
+        jd_vf bv, a0, a1, a2, a3, a4, a5, a6, a7;
+        JD_VF_LOAD(bv, bj + p);
+        JD_VF_LOAD(a0, r[0] + p); JD_VF_LOAD(a1, r[1] + p);
+        JD_VF_LOAD(a2, r[2] + p); JD_VF_LOAD(a3, r[3] + p);
+        JD_VF_LOAD(a4, r[4] + p); JD_VF_LOAD(a5, r[5] + p);
+        JD_VF_LOAD(a6, r[6] + p); JD_VF_LOAD(a7, r[7] + p);
+        x0 += a0 * bv; x1 += a1 * bv; x2 += a2 * bv; x3 += a3 * bv;
+        x4 += a4 * bv; x5 += a5 * bv; x6 += a6 * bv; x7 += a7 * bv;
+      }
+      const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
+      for (int64_t i = 0; i < m - r0 && i < 8; i++) {
+        float lanes[JD_SKINNY_LANES], s = 0.0f;
+        JD_VF_STORE(lanes, xs[i]);
+        for (int64_t l = 0; l < L; l++) s += lanes[l];
+        for (int64_t p = kv; p < k; p++) s += r[i][p] * bj[p];
+        c[(r0 + i) * ldc + j] = s;
+      }
+    }
+  }
+}
