@@ -9,7 +9,7 @@
    193 us (m = 2..8, compiled -O1 as the runtime unit is). The sums run in another order than
    BLAS's, as two BLAS libraries' do: within f32's bound for any order (tests/test_gemm_pool.py). */
 
-#define JD_SKINNY_ROWS 16
+#define JD_SKINNY_ROWS 16        /* jd_skinny_nn: at most two groups of 8 rows */
 
 #if defined(__AVX512F__)
 #define JD_SKINNY_LANES 16
@@ -75,47 +75,55 @@ static void jd_skinny_tile8(const float *const r[8], int64_t m, int64_t k, int64
   jd_skinny_store(c, ldc, m, j0 + L, L, ys);
 }
 
-/* m <= 8 rows, B [k, n]. A tile walks down B's rows reading 2 vectors of each, which from
-   memory ran at a third of the speed of reading the rows in order; so the columns go in chunks
-   of JD_SKINNY_CHUNK, whose first tile prefetches the rest of each row's chunk for the others,
-   which then find it in L2. [m, 768] @ [768, 3072], B from memory (75 MB of B in turn): 914-985
-   against 328-373 us; from L3: 111 against 61 (one thread, m = 2, 4, 8). */
-#define JD_SKINNY_CHUNK 256
-static void jd_skinny_nn8(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
-                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
-  const int64_t L = JD_SKINNY_LANES, T = JD_SKINNY_TILE;
-  const float *r[8];
-  jd_skinny_rows(a, sa_row, 0, m, r);
-  int64_t j0 = 0;
-  for (; j0 + JD_SKINNY_CHUNK <= n; j0 += JD_SKINNY_CHUNK)
-    for (int64_t t = 0; t < JD_SKINNY_CHUNK; t += T)
-      jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc, j0 + t,
-                      t == 0 ? JD_SKINNY_CHUNK - T : 0);
-  for (; j0 + T <= n; j0 += T) jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc, j0, 0);
-  for (; j0 < n; j0 += L) {   /* the last columns, a vector's worth at a time, zero-padded */
-    const int64_t width = n - j0 < L ? n - j0 : L;
+/* Columns j0 .. j0 + width - 1 of C's rows 0 .. m - 1 (m <= 8), B [k, n]: tiles, then the
+   last columns a vector's worth at a time, zero-padded; `ahead`: jd_skinny_tile8's, for the
+   first tile */
+static void jd_skinny_cols8(const float *const r[8], int64_t m, int64_t k, int64_t sa_col,
+                            const float *b, int64_t ldb, float *c, int64_t ldc, int64_t j0,
+                            int64_t width, int64_t ahead) {
+  const int64_t L = JD_SKINNY_LANES, T = JD_SKINNY_TILE, end = j0 + width;
+  for (; j0 + T <= end; j0 += T, ahead = 0) jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc,
+                                                           j0, ahead);
+  for (; j0 < end; j0 += L) {
+    const int64_t w = end - j0 < L ? end - j0 : L;
     jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
     const float *bp = b + j0;
     for (int64_t p = 0, q = 0; p < k; p++, q += sa_col, bp += ldb) {
       float lanes[JD_SKINNY_LANES] = {0};
-      memcpy(lanes, bp, sizeof(float) * (size_t)width);
+      memcpy(lanes, bp, sizeof(float) * (size_t)w);
       jd_vf b0;
       JD_VF_LOAD(b0, lanes);
       x0 += r[0][q] * b0; x1 += r[1][q] * b0; x2 += r[2][q] * b0; x3 += r[3][q] * b0;
       x4 += r[4][q] * b0; x5 += r[5][q] * b0; x6 += r[6][q] * b0; x7 += r[7][q] * b0;
     }
     const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
-    jd_skinny_store(c, ldc, m, j0, width, xs);
+    jd_skinny_store(c, ldc, m, j0, w, xs);
   }
 }
 
-/* B is [k, n]: 8 rows at a time (a row group reads B once: 16 row pointers and their
-   accumulators do not stay in x86-64's registers, which made 16 rows at once 2x slower) */
+/* B is [k, n]. A tile walks down B's rows reading 2 vectors of each, which from memory ran at
+   a third of the speed of reading the rows in order; so the columns go in chunks of
+   JD_SKINNY_CHUNK, whose first tile prefetches the rest of each row's chunk for the other
+   tiles, which find it in L2 ([m, 768] @ [768, 3072], one thread, m = 2, 4, 8, B from memory
+   (75 MB of B in turn): 914-985 against 328-373 us; from L3: 111 against 61). The rows go 8
+   at a time (16 row pointers and their accumulators do not stay in x86-64's registers: 16
+   rows at once were 2x slower), every group over a chunk before the next chunk, so that the
+   second group finds it in cache. */
+#define JD_SKINNY_CHUNK 256
 static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
-  for (int64_t r0 = 0; r0 < m; r0 += 8)
-    jd_skinny_nn8(m - r0 < 8 ? m - r0 : 8, n, k, a + r0 * sa_row, sa_row, sa_col, b, ldb,
-                  c + r0 * ldc, ldc);
+  const float *r[2][8];
+  jd_skinny_rows(a, sa_row, 0, m, r[0]);
+  if (m > 8) jd_skinny_rows(a, sa_row, 8, m, r[1]);
+  for (int64_t j0 = 0; j0 < n; j0 += JD_SKINNY_CHUNK) {
+    const int64_t width = n - j0 < JD_SKINNY_CHUNK ? n - j0 : JD_SKINNY_CHUNK;
+    const int64_t ahead = width == JD_SKINNY_CHUNK ? JD_SKINNY_CHUNK - JD_SKINNY_TILE : 0;
+    jd_skinny_cols8((const float *const *)r[0], m < 8 ? m : 8, k, sa_col, b, ldb, c, ldc, j0,
+                    width, ahead);
+    if (m > 8)
+      jd_skinny_cols8((const float *const *)r[1], m - 8, k, sa_col, b, ldb, c + 8 * ldc, ldc,
+                      j0, width, 0);
+  }
 }
 
 /* B is [n, k] with row stride ldb, A's rows contiguous (sa_col == 1): C[i, j] is the dot
