@@ -45,7 +45,8 @@ SCRIPT = textwrap.dedent("""
                     # 2 to 16 rows and a large other operand (jd_skinny.h): whole and in
                     # column pieces, ragged columns and k, one and two groups of 8 rows
                     (2, 64, 2000), (3, 256, 300), (4, 1031, 97), (4, 512, 4096),
-                    (13, 301, 400), (16, 129, 1000)]:
+                    (13, 301, 400), (16, 129, 1000),
+                    (40, 3000, 39)]:        # rows split 24 + 16: the second piece is skinny
         a = rng.standard_normal((m, k), np.float32)
         b = rng.standard_normal((k, n), np.float32)
         check(mm(a, b), a, b)
