@@ -2,12 +2,14 @@
    jd_gemm's pieces run them (jd_gemm.h).
 
    BLAS's sgemm packs op(B) before it multiplies; with a few rows of A that copy is most of the
-   time. These loops read op(B) once for each 8 rows instead, with the 8 rows' products in
+   time. These loops read op(B) once for each 8 rows instead, with the rows' products in
    registers (GCC's vector extension: a vector of JD_SKINNY_LANES floats, one register). One
-   thread, OpenBLAS's sgemm against this, [m, 512] @ [512, 2048]: 314-367 against 85 us for m =
-   2..8, 386 against 169 at m = 16, equal near m = 24; [m, 768] @ [768, 3072]: 723-849 against
-   193 us (m = 2..8, compiled -O1 as the runtime unit is). The sums run in another order than
-   BLAS's, as two BLAS libraries' do: within f32's bound for any order (tests/test_gemm_pool.py). */
+   thread, OpenBLAS's sgemm against these (`python benchmarks/skinny_gemm.py`, two runs in
+   benchmarks/results/skinny-gemm-run*.txt): [m, 512] @ [512, 2048] in L3, 312-313 against
+   58-60 us at m = 2, 340-341 against 93-96 at m = 8, 386-387 against 172-175 at m = 16;
+   [m, 3072] @ [3072, 768] from memory, 733-752 against 234-275, 855-857 against 406-412 and
+   920-928 against 644-674. The sums run in another order than BLAS's, as two BLAS libraries'
+   do: within f32's bound for any order (tests/test_gemm_pool.py). */
 
 #define JD_SKINNY_ROWS 16        /* jd_skinny_nn: at most two groups of 8 rows */
 
@@ -16,7 +18,6 @@
 #else
 #define JD_SKINNY_LANES 8
 #endif
-#define JD_SKINNY_TILE (2 * JD_SKINNY_LANES)      /* columns per pass of jd_skinny_nn */
 
 typedef float jd_vf __attribute__((vector_size(4 * JD_SKINNY_LANES)));
 /* unaligned loads and stores; macros, as a function taking or returning a vector wider than
@@ -42,48 +43,72 @@ static void jd_skinny_store(float *c, int64_t ldc, int64_t rows, int64_t j0, int
   }
 }
 
-/* Columns j0 .. j0 + JD_SKINNY_TILE - 1 of C's rows 0 .. m - 1 (m <= 8), B [k, n] with row
-   stride ldb: each row of B's tile is multiplied into the 8 rows at once (16 accumulators,
-   written out by hand: GCC -O1 keeps them in registers only so). With `ahead` > 0 it also
-   prefetches, 8 rows ahead, the next `ahead` columns of each row (see jd_skinny_nn8). */
-static void jd_skinny_tile8(const float *const r[8], int64_t m, int64_t k, int64_t sa_col,
-                            const float *b, int64_t ldb, float *c, int64_t ldc, int64_t j0,
-                            int64_t ahead) {
+/* The tiles are loops over constant row and vector counts, compiled -O3 (the runtime unit is
+   -O1), which unrolls them and keeps the 16 accumulators in registers; as kernels' JD_KEEP_BRANCHES
+   does, GCC's per-function attribute (other compilers build the same loops at the unit's level). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define JD_SKINNY_OPT __attribute__((optimize("O3")))
+#else
+#define JD_SKINNY_OPT
+#endif
+
+/* Columns j0 .. j0 + V * JD_SKINNY_LANES - 1 of C's rows 0 .. min(m, R) - 1, B [k, n] with row
+   stride ldb: each row of B's tile is multiplied into the R rows at once (R * V = 16
+   accumulators). With `ahead` > 0 it also prefetches, 8 rows ahead, the next `ahead` columns
+   of each row (see jd_skinny_nn). A row past m repeats row m - 1 (r: jd_skinny_rows). */
+JD_SKINNY_OPT __attribute__((always_inline)) static inline void jd_skinny_tile(
+    const int R, const int V, const float *const *r, int64_t m, int64_t k, int64_t sa_col,
+    const float *b, int64_t ldb, float *c, int64_t ldc, int64_t j0, int64_t ahead) {
   const int64_t L = JD_SKINNY_LANES;
-  jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
-  jd_vf y0 = {0}, y1 = {0}, y2 = {0}, y3 = {0}, y4 = {0}, y5 = {0}, y6 = {0}, y7 = {0};
+  jd_vf acc[8][8];
+  for (int i = 0; i < R; i++)
+    for (int v = 0; v < V; v++) acc[i][v] = (jd_vf){0};
   const float *bp = b + j0;
   for (int64_t p = 0, q = 0; p < k; p++, q += sa_col, bp += ldb) {
     if (ahead && p + 8 < k)
-      for (int64_t l = 2 * L; l < 2 * L + ahead; l += 64 / (int64_t)sizeof(float))
+      for (int64_t l = V * L; l < V * L + ahead; l += 64 / (int64_t)sizeof(float))
         __builtin_prefetch(bp + 8 * ldb + l);
-    jd_vf b0, b1;
-    JD_VF_LOAD(b0, bp);
-    JD_VF_LOAD(b1, bp + L);
-    x0 += r[0][q] * b0; y0 += r[0][q] * b1;
-    x1 += r[1][q] * b0; y1 += r[1][q] * b1;
-    x2 += r[2][q] * b0; y2 += r[2][q] * b1;
-    x3 += r[3][q] * b0; y3 += r[3][q] * b1;
-    x4 += r[4][q] * b0; y4 += r[4][q] * b1;
-    x5 += r[5][q] * b0; y5 += r[5][q] * b1;
-    x6 += r[6][q] * b0; y6 += r[6][q] * b1;
-    x7 += r[7][q] * b0; y7 += r[7][q] * b1;
+    jd_vf bv[8];
+    for (int v = 0; v < V; v++) JD_VF_LOAD(bv[v], bp + v * L);
+    for (int i = 0; i < R; i++) {
+      const float ai = r[i][q];
+      for (int v = 0; v < V; v++) acc[i][v] += ai * bv[v];
+    }
   }
-  const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
-  const jd_vf ys[8] = {y0, y1, y2, y3, y4, y5, y6, y7};
-  jd_skinny_store(c, ldc, m, j0, L, xs);
-  jd_skinny_store(c, ldc, m, j0 + L, L, ys);
+  for (int i = 0; i < R && i < m; i++)
+    for (int v = 0; v < V; v++) JD_VF_STORE(c + i * ldc + j0 + v * L, acc[i][v]);
+}
+
+/* the tile shapes: more columns for fewer rows, so that each row of B gives 16 products */
+#define JD_SKINNY_TILE_ARGS \
+  const float *const *r, int64_t m, int64_t k, int64_t sa_col, const float *b, int64_t ldb, \
+  float *c, int64_t ldc, int64_t j0, int64_t ahead
+JD_SKINNY_OPT static void jd_skinny_tile2(JD_SKINNY_TILE_ARGS) {
+  jd_skinny_tile(2, 8, r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
+}
+JD_SKINNY_OPT static void jd_skinny_tile4(JD_SKINNY_TILE_ARGS) {
+  jd_skinny_tile(4, 4, r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
+}
+JD_SKINNY_OPT static void jd_skinny_tile8(JD_SKINNY_TILE_ARGS) {
+  jd_skinny_tile(8, 2, r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
 }
 
 /* Columns j0 .. j0 + width - 1 of C's rows 0 .. m - 1 (m <= 8), B [k, n]: tiles, then the
-   last columns a vector's worth at a time, zero-padded; `ahead`: jd_skinny_tile8's, for the
-   first tile */
+   last columns a vector's worth at a time, zero-padded; with `prefetch`, the first tile
+   prefetches the others' columns (jd_skinny_nn) */
 static void jd_skinny_cols8(const float *const r[8], int64_t m, int64_t k, int64_t sa_col,
                             const float *b, int64_t ldb, float *c, int64_t ldc, int64_t j0,
-                            int64_t width, int64_t ahead) {
-  const int64_t L = JD_SKINNY_LANES, T = JD_SKINNY_TILE, end = j0 + width;
-  for (; j0 + T <= end; j0 += T, ahead = 0) jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc,
-                                                           j0, ahead);
+                            int64_t width, int prefetch) {
+  const int64_t L = JD_SKINNY_LANES, end = j0 + width;
+  const int64_t T = (m <= 2 ? 8 : m <= 4 ? 4 : 2) * L;       /* the tile's columns */
+  int64_t ahead = prefetch && width > T ? width - T : 0;
+  for (; j0 + T <= end; j0 += T, ahead = 0) {
+    if (m <= 2) jd_skinny_tile2(r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
+    else if (m <= 4) jd_skinny_tile4(r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
+    else jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc, j0, ahead);
+  }
+  for (; j0 + 2 * L <= end; j0 += 2 * L)          /* then the narrowest tiles */
+    jd_skinny_tile8(r, m, k, sa_col, b, ldb, c, ldc, j0, 0);
   for (; j0 < end; j0 += L) {
     const int64_t w = end - j0 < L ? end - j0 : L;
     jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
@@ -101,14 +126,13 @@ static void jd_skinny_cols8(const float *const r[8], int64_t m, int64_t k, int64
   }
 }
 
-/* B is [k, n]. A tile walks down B's rows reading 2 vectors of each, which from memory ran at
-   a third of the speed of reading the rows in order; so the columns go in chunks of
+/* B is [k, n]. A tile walks down B's rows reading a few vectors of each, which from memory
+   ran at a third of the speed of reading the rows in order; so the columns go in chunks of
    JD_SKINNY_CHUNK, whose first tile prefetches the rest of each row's chunk for the other
-   tiles, which find it in L2 ([m, 768] @ [768, 3072], one thread, m = 2, 4, 8, B from memory
-   (75 MB of B in turn): 914-985 against 328-373 us; from L3: 111 against 61). The rows go 8
-   at a time (16 row pointers and their accumulators do not stay in x86-64's registers: 16
-   rows at once were 2x slower), every group over a chunk before the next chunk, so that the
-   second group finds it in cache. */
+   tiles, which find it in L2 (one thread, [m, 768] @ [768, 3072] from memory, m = 2, 4, 8,
+   8-row tiles: 914-985 us without, 328-373 with). The rows go 8 at a time (16 row pointers
+   and their accumulators do not stay in x86-64's registers: 16 rows at once ran 2x slower),
+   every group over a chunk before the next chunk, so that the second finds it in cache. */
 #define JD_SKINNY_CHUNK 256
 static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
@@ -117,9 +141,8 @@ static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_
   if (m > 8) jd_skinny_rows(a, sa_row, 8, m, r[1]);
   for (int64_t j0 = 0; j0 < n; j0 += JD_SKINNY_CHUNK) {
     const int64_t width = n - j0 < JD_SKINNY_CHUNK ? n - j0 : JD_SKINNY_CHUNK;
-    const int64_t ahead = width == JD_SKINNY_CHUNK ? JD_SKINNY_CHUNK - JD_SKINNY_TILE : 0;
     jd_skinny_cols8((const float *const *)r[0], m < 8 ? m : 8, k, sa_col, b, ldb, c, ldc, j0,
-                    width, ahead);
+                    width, 1);
     if (m > 8)
       jd_skinny_cols8((const float *const *)r[1], m - 8, k, sa_col, b, ldb, c + 8 * ldc, ldc,
                       j0, width, 0);
