@@ -23,3 +23,29 @@ def test_compile_time_measures_the_compile_not_the_bridge(tmp_path):
     stages = sum(row[s] for s in ("export", "mlir", "import", "passes", "c", "library"))
     assert row["jdisc_first"] >= stages > 0, row
     assert row["new_program"] > 0, row
+
+
+def test_small_batches_compares_each_row_count_against_jax_jit():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "small_batches.py"),
+                           "--rows", "2,3", "--repeats", "2"],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+            if line.startswith("| W")]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == \
+        [("W3", "2"), ("W3", "3"), ("W1", "2"), ("W1", "3")]
+    for r in rows:          # jdisc ms, jax.jit ms, their ratio
+        jd, xla, ratio = map(float, r[2:])
+        assert jd > 0 and xla > 0 and abs(ratio - jd / xla) < 0.01 + 0.01 * ratio, r
+
+
+def test_skinny_gemm_times_both_sides_at_every_row_count():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "skinny_gemm.py")],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if "sgemm/skinny" in line]
+    assert len(lines) == 6 and not any("!" in line for line in lines), proc.stdout
+    for line in lines:
+        cells = line.split("us ")[1].split()
+        assert [c.split(":")[0] for c in cells] == ["2", "3", "4", "5", "8", "12", "16"]
+        assert all(float(t) > 0 for c in cells for t in c.split(":")[1].split("/"))
