@@ -4,7 +4,8 @@
 
 Builds benchmarks/skinny_gemm.c with jdisc's compiler and flags (the runtime unit's -O1) against
 the OpenBLAS jdisc links, and runs it with OpenBLAS on one thread: for [m, k] @ [k, n] at m = 2
-to 16, the microseconds of each (`sgemm/skinny`), B in L3 and B from memory. The numbers in
+to 64 (jdisc uses the loops up to 16), the microseconds of each (`sgemm/skinny`), B in L3 and
+B from memory. The numbers in
 jd_skinny.h's comments come from it. Run with OPENBLAS_CORETYPE unset where the machine sets it
 (benchmarks/README.md).
 """
@@ -30,7 +31,8 @@ def main() -> None:
         with open(header, "w", encoding="utf-8") as f:
             f.write(c_runtime.source("jd_skinny.h"))
         exe = os.path.join(tmp, "skinny_gemm")
-        subprocess.run([*compiler.compiler_command(), "-D_POSIX_C_SOURCE=200112L", *flags,
+        subprocess.run([*compiler.compiler_command(), "-D_POSIX_C_SOURCE=200112L",
+                        "-DJD_SKINNY_ROWS=64", *flags,
                         "-I", tmp, os.path.join(HERE, "skinny_gemm.c"), "-o", exe, *ldflags],
                        check=True)
         print(f"load {os.getloadavg()[0]:.2f}", flush=True)

@@ -5,13 +5,16 @@
    time. These loops read op(B) once for each 8 rows instead, with the rows' products in
    registers (GCC's vector extension: a vector of JD_SKINNY_LANES floats, one register). One
    thread, OpenBLAS's sgemm against these (`python benchmarks/skinny_gemm.py`, two runs in
-   benchmarks/results/skinny-gemm-run*.txt): [m, 512] @ [512, 2048] in L3, 312-313 against
-   58-60 us at m = 2, 340-341 against 93-96 at m = 8, 386-387 against 172-175 at m = 16;
-   [m, 3072] @ [3072, 768] from memory, 733-752 against 234-275, 855-857 against 406-412 and
-   920-928 against 644-674. The sums run in another order than BLAS's, as two BLAS libraries'
+   benchmarks/results/skinny-gemm-run*.txt): [m, 512] @ [512, 2048] in L3, 315 against 58-60
+   us at m = 2, 341 against 96 at m = 8, 385 against 175-176 at m = 16; [m, 3072] @ [3072, 768]
+   from memory, 760-776 against 278-281, 860-863 against 423-424 and 944-948 against 679-682. The sums run in another order than BLAS's, as two BLAS libraries'
    do: within f32's bound for any order (tests/test_gemm_pool.py). */
 
-#define JD_SKINNY_ROWS 16        /* jd_skinny_nn: at most two groups of 8 rows */
+/* at most this many rows, a multiple of 8; up to 64 the loops are right, and from 24 rows on
+   they lost to sgemm on some shapes (benchmarks/skinny_gemm.py builds them with 64) */
+#ifndef JD_SKINNY_ROWS
+#define JD_SKINNY_ROWS 16
+#endif
 
 #if defined(__AVX512F__)
 #define JD_SKINNY_LANES 16
@@ -136,16 +139,13 @@ static void jd_skinny_cols8(const float *const r[8], int64_t m, int64_t k, int64
 #define JD_SKINNY_CHUNK 256
 static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
-  const float *r[2][8];
-  jd_skinny_rows(a, sa_row, 0, m, r[0]);
-  if (m > 8) jd_skinny_rows(a, sa_row, 8, m, r[1]);
+  const float *r[JD_SKINNY_ROWS / 8][8];
+  for (int64_t g = 0; g * 8 < m; g++) jd_skinny_rows(a, sa_row, g * 8, m, r[g]);
   for (int64_t j0 = 0; j0 < n; j0 += JD_SKINNY_CHUNK) {
     const int64_t width = n - j0 < JD_SKINNY_CHUNK ? n - j0 : JD_SKINNY_CHUNK;
-    jd_skinny_cols8((const float *const *)r[0], m < 8 ? m : 8, k, sa_col, b, ldb, c, ldc, j0,
-                    width, 1);
-    if (m > 8)
-      jd_skinny_cols8((const float *const *)r[1], m - 8, k, sa_col, b, ldb, c + 8 * ldc, ldc,
-                      j0, width, 0);
+    for (int64_t g = 0; g * 8 < m; g++)
+      jd_skinny_cols8((const float *const *)r[g], m - g * 8 < 8 ? m - g * 8 : 8, k, sa_col, b,
+                      ldb, c + g * 8 * ldc, ldc, j0, width, g == 0);
   }
 }
 
