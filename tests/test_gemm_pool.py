@@ -42,10 +42,10 @@ SCRIPT = textwrap.dedent("""
     for m, k, n in [(1000, 64, 70), (24, 300, 2000), (333, 129, 257), (37, 1031, 401),
                     (4099, 8, 129), (7, 5, 3), (1, 128, 512), (1, 64, 70001), (513, 37, 1),
                     (70001, 64, 1), (1, 1, 9), (1, 300, 1),
-                    # 2 to 16 rows and a large other operand (jd_skinny.h): whole and in
-                    # column pieces, ragged columns and k, one and two groups of 8 rows
+                    # 2 to 32 rows and a large B (jd_skinny.h): whole and in column pieces,
+                    # ragged columns and k, one to four groups of 8 rows
                     (2, 64, 2000), (3, 256, 300), (4, 1031, 97), (4, 512, 4096),
-                    (13, 301, 400), (16, 129, 1000),
+                    (13, 301, 400), (16, 129, 1000), (29, 300, 1000), (24, 1000, 1000),
                     (40, 3000, 39)]:        # rows split 24 + 16: the second piece is skinny
         a = rng.standard_normal((m, k), np.float32)
         b = rng.standard_normal((k, n), np.float32)

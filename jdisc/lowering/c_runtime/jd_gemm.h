@@ -13,12 +13,19 @@
    --seed 23`); 2 leaves a thread that a busy machine holds back less to wait for */
 #define JD_GEMM_PIECES 2
 
-/* An f32 piece of 2 to JD_SKINNY_ROWS rows whose other operand holds at least
-   JD_SKINNY_MIN_ELEMS elements runs in jd_skinny.h's loops, which read that operand once per 8
-   rows instead of packing it as sgemm does. Reading it is their time: for the split below,
+/* An f32 piece of 2 to 16 rows whose B (not transposed) holds at least JD_SKINNY_MIN_ELEMS
+   elements runs in jd_skinny.h's loops, which read B once per 8 rows instead of packing it as
+   sgemm does; up to 32 rows when B holds at most JD_SKINNY_WIDE_ELEMS or k <= JD_SKINNY_WIDE_K
+   (past 8 rows the later groups of 8 find B's chunk, k x 256 floats, in L2). One thread,
+   sgemm's time over theirs (`benchmarks/skinny_gemm.py`; and k, n each of 256, 512, 1024,
+   2048, 4096): 1.08-2.21 at 16 rows but 0.89 at k = n = 4096; at 24 and 32 rows 1.04-1.72
+   where k <= 1024 or k * n <= 2^20, 0.68-0.95 where k >= 2048 and n >= 1024. A transposed B,
+   dot products along its rows, was 1.1-2.5x slower than sgemm at 16 rows: it stays with sgemm. Reading B is the loops' time: for the split below,
    each of its elements counts as JD_SKINNY_WEIGHT multiply-adds (W3 at N = 2 and 3, 2 and 3
    million multiply-adds a GEMM, took 0.16-0.27 ms on one thread, 0.11-0.15 at N = 4 on two). */
 #define JD_SKINNY_MIN_ELEMS 65536.0
+#define JD_SKINNY_WIDE_ELEMS 1048576.0
+#define JD_SKINNY_WIDE_K 1024
 #define JD_SKINNY_WEIGHT 8.0
 
 /* JD_GEMM_F32 .. JD_GEMM_C128, the element types jd_gemm's `kind` selects: jd_shared.h */
@@ -76,10 +83,12 @@ static void jd_gemv_piece(const jd_gemm_job *g, int64_t m, int64_t n, int64_t oa
                       (blasint)incy);
 }
 
-/* whether a piece of m rows and n columns runs in jd_skinny.h's loops */
-static int jd_skinny(int kind, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k) {
-  return kind == JD_GEMM_F32 && m >= 2 && m <= JD_SKINNY_ROWS && k >= 1 &&
-         (double)k * n >= JD_SKINNY_MIN_ELEMS && !(trans_a && trans_b);
+/* whether a piece of m rows runs in jd_skinny.h's loops; k, n: the whole B's (a piece of some
+   columns of B reads as much of it as its own width, and its choice is the whole GEMM's) */
+static int jd_skinny(int kind, int trans_b, int64_t m, int64_t n, int64_t k) {
+  const double elems = (double)k * n;
+  return kind == JD_GEMM_F32 && !trans_b && m >= 2 && k >= 1 && elems >= JD_SKINNY_MIN_ELEMS &&
+         m <= (elems <= JD_SKINNY_WIDE_ELEMS || k <= JD_SKINNY_WIDE_K ? 32 : 16);
 }
 
 static void jd_gemm_piece(const void *ctx, int64_t piece) {
@@ -103,15 +112,12 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
     jd_gemv_piece(g, m, n, oa, ob, oc);
     return;
   }
-  if (jd_skinny(g->kind, g->trans_a, g->trans_b, m, n, g->k)) {
+  if (jd_skinny(g->kind, g->trans_b, m, g->n, g->k)) {
     const float *a = (const float *)g->a + oa, *b = (const float *)g->b + ob;
     float *c = (float *)g->c + oc;
     /* op(A)'s element (i, p): A[i, p] (row stride lda) or, transposed, A[p, i] */
     const int64_t sa_row = g->trans_a ? 1 : g->lda, sa_col = g->trans_a ? g->lda : 1;
-    if (g->trans_b)
-      jd_skinny_nt(m, n, g->k, a, sa_row, b, g->ldb, c, g->n);
-    else
-      jd_skinny_nn(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
+    jd_skinny_nn(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
     return;
   }
   const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
@@ -152,7 +158,7 @@ JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, in
   jd_gemm_job g = {kind, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n,
                    m * k, k * n, m * n, a, b, c, 1, 0, 0};
   double work = (double)nb * m * n * k * (kind >= JD_GEMM_C64 ? 4 : 1);
-  if (jd_skinny(kind, trans_a, trans_b, m, n, k))
+  if (jd_skinny(kind, trans_b, m, n, k))
     work = fmax(work, (double)nb * n * k * JD_SKINNY_WEIGHT);
   /* All the pool's threads, busy machine or not: a late worker costs nothing, and fewer
      threads would only give up CPU share to the neighbours (measured: `jdisc bench --busy 2`,

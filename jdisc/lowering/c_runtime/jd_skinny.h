@@ -1,8 +1,8 @@
-/* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ op(B)[k, n] for a few rows (2 <= m <= 16), as
-   jd_gemm's pieces run them (jd_gemm.h).
+/* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ B[k, n] for a few rows (2 <= m <= 32), B not
+   transposed, as jd_gemm's pieces run them (jd_gemm.h).
 
    BLAS's sgemm packs op(B) before it multiplies; with a few rows of A that copy is most of the
-   time. These loops read op(B) once for each 8 rows instead, with the rows' products in
+   time. These loops read B once for each 8 rows instead, with the rows' products in
    registers (GCC's vector extension: a vector of JD_SKINNY_LANES floats, one register). One
    thread, OpenBLAS's sgemm against these (`python benchmarks/skinny_gemm.py`, two runs in
    benchmarks/results/skinny-gemm-run*.txt): [m, 512] @ [512, 2048] in L3, 315 against 58-60
@@ -10,10 +10,10 @@
    from memory, 760-776 against 278-281, 860-863 against 423-424 and 944-948 against 679-682. The sums run in another order than BLAS's, as two BLAS libraries'
    do: within f32's bound for any order (tests/test_gemm_pool.py). */
 
-/* at most this many rows, a multiple of 8; up to 64 the loops are right, and from 24 rows on
-   they lost to sgemm on some shapes (benchmarks/skinny_gemm.py builds them with 64) */
+/* at most this many rows, a multiple of 8 (jd_gemm.h chooses 16 or 32 by B's size; the loops
+   are right up to 64, which benchmarks/skinny_gemm.py builds them with) */
 #ifndef JD_SKINNY_ROWS
-#define JD_SKINNY_ROWS 16
+#define JD_SKINNY_ROWS 32
 #endif
 
 #if defined(__AVX512F__)
@@ -135,7 +135,7 @@ static void jd_skinny_cols8(const float *const r[8], int64_t m, int64_t k, int64
    tiles, which find it in L2 (one thread, [m, 768] @ [768, 3072] from memory, m = 2, 4, 8,
    8-row tiles: 914-985 us without, 328-373 with). The rows go 8 at a time (16 row pointers
    and their accumulators do not stay in x86-64's registers: 16 rows at once ran 2x slower),
-   every group over a chunk before the next chunk, so that the second finds it in cache. */
+   every group over a chunk before the next chunk, so that the later ones find it in cache. */
 #define JD_SKINNY_CHUNK 256
 static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
                          int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
@@ -146,39 +146,5 @@ static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_
     for (int64_t g = 0; g * 8 < m; g++)
       jd_skinny_cols8((const float *const *)r[g], m - g * 8 < 8 ? m - g * 8 : 8, k, sa_col, b,
                       ldb, c + g * 8 * ldc, ldc, j0, width, g == 0);
-  }
-}
-
-/* B is [n, k] with row stride ldb, A's rows contiguous (sa_col == 1): C[i, j] is the dot
-   product of A's row i with B's row j, a vector of products at a time in lanes, then the
-   lanes and the last k % JD_SKINNY_LANES products added in order; 8 rows at a time. */
-static void jd_skinny_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
-                         const float *b, int64_t ldb, float *c, int64_t ldc) {
-  const int64_t L = JD_SKINNY_LANES, kv = k - k % JD_SKINNY_LANES;
-  for (int64_t j = 0; j < n; j++) {          /* B's row j once from memory, for every row */
-    const float *bj = b + j * ldb;
-    for (int64_t r0 = 0; r0 < m; r0 += 8) {
-      const float *r[8];
-      jd_skinny_rows(a, sa_row, r0, m, r);
-      jd_vf x0 = {0}, x1 = {0}, x2 = {0}, x3 = {0}, x4 = {0}, x5 = {0}, x6 = {0}, x7 = {0};
-      for (int64_t p = 0; p < kv; p += L) {
-        jd_vf bv, a0, a1, a2, a3, a4, a5, a6, a7;
-        JD_VF_LOAD(bv, bj + p);
-        JD_VF_LOAD(a0, r[0] + p); JD_VF_LOAD(a1, r[1] + p);
-        JD_VF_LOAD(a2, r[2] + p); JD_VF_LOAD(a3, r[3] + p);
-        JD_VF_LOAD(a4, r[4] + p); JD_VF_LOAD(a5, r[5] + p);
-        JD_VF_LOAD(a6, r[6] + p); JD_VF_LOAD(a7, r[7] + p);
-        x0 += a0 * bv; x1 += a1 * bv; x2 += a2 * bv; x3 += a3 * bv;
-        x4 += a4 * bv; x5 += a5 * bv; x6 += a6 * bv; x7 += a7 * bv;
-      }
-      const jd_vf xs[8] = {x0, x1, x2, x3, x4, x5, x6, x7};
-      for (int64_t i = 0; i < m - r0 && i < 8; i++) {
-        float lanes[JD_SKINNY_LANES], s = 0.0f;
-        JD_VF_STORE(lanes, xs[i]);
-        for (int64_t l = 0; l < L; l++) s += lanes[l];
-        for (int64_t p = kv; p < k; p++) s += r[i][p] * bj[p];
-        c[(r0 + i) * ldc + j] = s;
-      }
-    }
   }
 }
