@@ -1,13 +1,13 @@
-"""Small batches: the MLP (W3) and the BERT layer (W1) at 1 to 8 rows, jdisc against jax.jit.
+"""Small batches: the MLP (W3) and the BERT layer (W1) at a few rows, jdisc against jax.jit.
 
-    python benchmarks/small_batches.py [--rows 1,2,3,4,5,8] [--repeats 50]
+    python benchmarks/small_batches.py [--rows 1,2,3,4,5,8,11,16] [--repeats 50]
 
-A GEMM of a few rows against a large weight is bound by reading the weight: BLAS's gemm packs
-the weight first, and jdisc runs such a GEMM of at most 4 rows as one matrix-vector product per
-row instead (c_runtime/jd_gemm.h, JD_GEMV_ROWS). This times W3 at N rows and W1 at B = 1,
-S = N (`jdisc bench`'s arguments), jdisc compiled once for every N, jax.jit once per N, interleaved in
-one process, called with arrays already on the device. Medians of `--repeats` calls. Run it
-with OPENBLAS_CORETYPE unset where the machine sets it (benchmarks/README.md).
+A GEMM of a few rows against a large weight is bound by reading the weight: BLAS's sgemm packs
+(copies) it first, and jdisc runs such a GEMM in its own loops instead, which read it once per
+8 rows (jdisc/lowering/c_runtime/jd_skinny.h). This times W3 at N rows and W1 at B = 1, S = N
+(`jdisc bench`'s arguments), jdisc compiled once for every N, jax.jit once per N, interleaved
+in one process, called with arrays already on the device. Medians of `--repeats` calls. Run
+it with OPENBLAS_CORETYPE unset where the machine sets it (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _median_ms(f, args, repeats: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", default="1,2,3,4,5,8")
+    p.add_argument("--rows", default="1,2,3,4,5,8,11,16")
     p.add_argument("--repeats", type=int, default=50)
     a = p.parse_args()
     print(f"load {os.getloadavg()[0]:.2f}, OPENBLAS_CORETYPE="
