@@ -4,8 +4,9 @@
     python benchmarks/compile_time.py --table A.json [B.json ...]   # the README's table
 
 Per workload and repeat, a fresh process, with an empty jdisc cache ("cold") and with a cache
-directory where another program was compiled before ("new program": the runtime unit and the
-compiler probe are on disk, as for every program after a user's first). jdisc: the first call of
+directory where another program was compiled before ("new program": the runtime unit, the
+compiler probe and, since 2026-12-05, the unit of float32 GEMMs of a few rows are on disk, as
+for every program after a user's first with a matmul). jdisc: the first call of
 `jdisc.jit(..., bridge=False)` at (B, S) = (2, 37) (W7: one step of `jdisc bench`'s decoder,
 its KV cache 37 long), which waits for the compile (by default the first call runs with jax.jit
 while jdisc compiles: benchmarks/first_call.py), split by `stats()["stage_seconds"]` (the cold
@@ -61,9 +62,12 @@ print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "jdisc_first": t
 STAGES = ("export", "mlir", "import", "passes", "c", "library", "cc")
 
 
+# a user's earlier program: an elementwise chain and a float32 matmul, which leave the runtime
+# unit, the compiler probes' verdict and the skinny GEMM unit (lowering/units.py) in the cache
 _OTHER_PROGRAM = r"""
 import numpy as np, jdisc
-jdisc.jit(lambda x: x * 2 + 1, dynamic_axes=({0: "n"},), bridge=False)(np.ones(3, np.float32))
+jdisc.jit(lambda x, w: (x * 2 + 1) @ w, dynamic_axes=({0: "n"}, None),
+          bridge=False)(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
 """
 
 

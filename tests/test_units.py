@@ -40,7 +40,8 @@ def _kinds(paths):
     for p in paths:
         text = open(p).read()
         out.append("launcher" if "jd_run(" in text else
-                   "runtime" if "jd_set_threads" in text else "kernel")
+                   "runtime" if "jd_set_threads" in text else
+                   "skinny" if "JD_RT void jd_skinny_f32(" in text else "kernel")
     return sorted(out)
 
 
@@ -76,9 +77,11 @@ def test_identical_kernels_in_one_program_are_one_unit(unit_compiles):
     assert len(tanh_units) == 1, names
     assert source.count(f"{tanh_units[0]}(") == 1 + 1 + 2   # defined, declared, called twice
     compiled = [open(p).read() for p in unit_compiles()]
-    for n in names[1:-1]:       # each kernel compiled once: here both in one bundle
+    kernels = [n for n in names if n.startswith("jd_u")]
+    for n in kernels:           # each kernel compiled once: here both in one bundle
         assert sum(_defines(text, n) for text in compiled) == 1, n
-    assert len(compiled) == 3, names     # the launcher, the runtime, the bundle
+    # the launcher, the runtime, the bundle, and the f32 GEMMs' loops for a few rows
+    assert len(compiled) == 4 and names[-2:] == ["skinny", "runtime"], names
 
 
 def _defines(text, kernel):
@@ -103,7 +106,7 @@ def test_a_kernel_compiled_in_a_bundle_serves_the_next_program(unit_compiles):
     np.testing.assert_allclose(f(x, w), want, rtol=1e-5)
     names = _kernel_names(f, x, w)
     bundled = [open(p).read() for p in unit_compiles()]
-    assert len(names) >= 2 and len(bundled) == 3        # launcher, runtime, one bundle
+    assert len(names) >= 2 and len(bundled) == 4    # launcher, runtime, skinny, one bundle
     assert all(sum(_defines(t, n) for t in bundled) == 1 for n in names)
     # another program with the first kernel (its launcher differs): only the launcher compiles
     g = jdisc.jit(lambda x, w: jnp.tanh(x + 1.0) @ w, dynamic_axes=({0: "n"}, None))
@@ -182,3 +185,24 @@ def test_a_unit_that_fails_names_both_files(tmp_path, monkeypatch):
     msg = str(info.value)
     assert "nope" in msg and "the program's C file:" in msg and "kernel.c" in msg
     assert "/units/" in msg       # the failing unit's own C file
+
+
+def test_only_programs_with_float32_gemms_carry_the_skinny_unit():
+    """jd_skinny.h is a unit of its own, linked where a dot runs on float32 (jd_gemm.h finds
+    its entry NULL elsewhere and calls sgemm/dgemm)."""
+    import jax
+
+    def unit_names(f, *args):
+        source = f.compiled_for(*args).c_source
+        return [line.split()[2] for line in source.splitlines() if line.startswith(units.MARK)]
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    w = np.ones((4, 5), np.float32)
+    mm = jdisc.jit(lambda x, w: x @ w, dynamic_axes=({0: "n"}, None))
+    assert "skinny" in unit_names(mm, x, w)
+    ew = jdisc.jit(lambda x: jnp.tanh(x) * 2.0, dynamic_axes=({0: "n"},))
+    assert "skinny" not in unit_names(ew, x)
+    with jax.enable_x64(True):
+        x64, w64 = x.astype(np.float64), w.astype(np.float64)
+        mm64 = jdisc.jit(lambda x, w: x @ w, dynamic_axes=({0: "n"}, None))
+        assert "skinny" not in unit_names(mm64, x64, w64)
+        np.testing.assert_allclose(mm64(x64, w64), x64 @ w64, rtol=1e-12)

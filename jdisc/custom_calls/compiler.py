@@ -445,25 +445,27 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
         units = split(f.read())
     held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length)
     try:
-        for _, opt, text in units:
+        for name, opt, text in units:
             flags = _unit_flags(cflags, opt, sanitize)
             key = _cache_key(text, compiler, flags)
             hit = _cached_object(root, key)
             if hit is not None:
                 held.append(hit)
             elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
-                small.setdefault(tuple(flags), []).append((key, text, len(body)))
+                small.setdefault(tuple(flags), []).append((key, text, len(body), opt))
             else:
-                jobs.append((flags, [(key, text)]))
+                jobs.append((units_c.compile_cost(name, opt, text), flags, [(key, text)]))
         for flags, kernels in small.items():
             for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
-                jobs.append((list(flags), [kernels[i][:2] for i in members]))
+                cost = sum(units_c.compile_cost("", kernels[i][3], kernels[i][1])
+                           for i in members)
+                jobs.append((cost, list(flags), [kernels[i][:2] for i in members]))
         error = None
         if jobs:
             with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
                 # the longest first: the compile ends when its slowest worker does
-                by_size = sorted(jobs, key=lambda j: -sum(len(t) for _, t in j[1]))
-                futures = [pool.submit(_build, root, compiler, *j) for j in by_size]
+                by_cost = sorted(jobs, key=lambda j: -j[0])
+                futures = [pool.submit(_build, root, compiler, *j[1:]) for j in by_cost]
                 for f in futures:       # every future is waited for, and every lock kept
                     try:
                         held.append(f.result())

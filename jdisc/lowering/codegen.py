@@ -124,7 +124,8 @@ def _generate(prog: Program) -> CProgram:
     rest = launcher.ARENA + "\n" + text + ffi.ffi_handler(prog)
     source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
               + units_c.head(rest, extra=c_runtime.source("jd_fp.h")) + rest
-              + "".join(units.texts) + _fft_unit(kernels) + units_c.runtime_unit())
+              + "".join(units.texts) + _fft_unit(kernels) + _skinny_unit(kernels)
+              + units_c.runtime_unit())
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
                     tuple(prog.dim_vars), tuple(k.describe() for k in kernels), blob,
@@ -280,6 +281,13 @@ def _fft_unit(kernels) -> str:
     body = fft.runtime_source(precisions)
     return units_c.marker("fft_" + "_".join(precisions), units_c.KERNEL_OPT) + \
         units_c.head(body) + body
+
+
+def _skinny_unit(kernels) -> str:
+    """The float32 GEMM loops for a few rows (jd_skinny.h), where a dot calls jd_gemm on f32."""
+    f32 = any(k.kind == "dot" and all(v.dtype == "f32" for v in k.root.operands + k.root.results)
+              for k in kernels)
+    return units_c.skinny_unit() if f32 else ""
 
 
 class _KernelUnits:

@@ -3,8 +3,8 @@
 A program's C file is a sequence of units, each starting at a marker line
 `//@jdisc unit <name> <-O level>`: the launcher (with the file's header comment before it), one
 unit per distinct kernel, in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
-jd_fft_real.h per precision: lowering/fft.py), and the runtime (jd_errors.h, jd_fp.h,
-jd_pool.h, jd_skinny.h, jd_gemm.h, jd_ffi.h). Each unit is C
+jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
+few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h, jd_ffi.h). Each unit is C
 that compiles on its own; custom_calls/compiler.py compiles them in parallel, caches each
 object by its text, and links them into the program's library. A kernel unit's text depends only
 on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
@@ -43,6 +43,14 @@ KEEP_BRANCHES_MACRO = c_runtime.source("jd_keep_branches.h")
 ERROR_HELPER = c_runtime.source("jd_errors.h")
 
 
+def compile_cost(name: str, opt: str, text: str) -> int:
+    """A unit's compile time, roughly, for ordering the compiles (the longest first): -O3
+    takes several times -O1's time per character of C (W1's units, one by one: 13 us per
+    character for its largest kernel, 1-3 for the launcher and the runtime), and the skinny
+    unit is -O1 around -O3 loops (7.5 us)."""
+    return len(text) * (10 if opt == "-O3" or name == "skinny" else 2)
+
+
 def marker(name: str, opt: str) -> str:
     return f"{MARK}{name} {opt}\n"
 
@@ -77,9 +85,18 @@ def kernel_unit(text: str, *, lapack: bool = False, extra: str = "") -> tuple[st
 def runtime_unit() -> str:
     """The pool, the GEMMs on it and the body of the XLA FFI handler: the same text in every
     program."""
-    body = "\n".join(c_runtime.source(h) for h in
-                     ("jd_fp.h", "jd_pool.h", "jd_skinny.h", "jd_gemm.h", "jd_ffi.h"))
+    body = "\n".join(c_runtime.source(h) for h in ("jd_fp.h", "jd_pool.h", "jd_gemm.h",
+                                                     "jd_ffi.h"))
     return marker("runtime", RUNTIME_OPT) + head(body, blas=True) + body
+
+
+@functools.cache
+def skinny_unit() -> str:
+    """The float32 GEMM loops for a few rows (jd_skinny.h), a unit of the programs with
+    float32 GEMMs only: 70 ms of compile in its own unit, beside the others on an empty cache,
+    and none for the other programs."""
+    body = c_runtime.source("jd_skinny.h")
+    return marker("skinny", RUNTIME_OPT) + head(body) + body
 
 
 def body(unit: str) -> str | None:

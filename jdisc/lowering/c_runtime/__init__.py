@@ -18,11 +18,11 @@
     jd_keep_branches.h  the attribute that keeps GCC from if-converting a kernel's loops
 
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
-packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h, jd_skinny.h, jd_gemm.h and
-jd_ffi.h are the runtime unit
-(lowering/units.py), compiled once for every program; jd_fft.h and jd_fft_real.h are the FFT
-unit of a program with FFTs, whose kernels carry jd_fft_api.h; the other units include
-jd_shared.h. tests/test_c_runtime.py compiles each header.
+packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h, jd_gemm.h and jd_ffi.h are
+the runtime unit (lowering/units.py), compiled once for every program; jd_skinny.h is the unit
+of the programs with float32 GEMMs; jd_fft.h and jd_fft_real.h are the FFT unit of a program
+with FFTs, whose kernels carry jd_fft_api.h; the other units include jd_shared.h.
+tests/test_c_runtime.py compiles each header.
 """
 
 from __future__ import annotations

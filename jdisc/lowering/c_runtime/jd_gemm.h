@@ -23,6 +23,11 @@
    dot products along its rows, was 1.1-2.5x slower than sgemm at 16 rows: it stays with sgemm. Reading B is the loops' time: for the split below,
    each of its elements counts as JD_SKINNY_WEIGHT multiply-adds (W3 at N = 2 and 3, 2 and 3
    million multiply-adds a GEMM, took 0.16-0.27 ms on one thread, 0.11-0.15 at N = 4 on two). */
+/* the skinny unit's entry (jd_skinny.h), linked into programs with float32 GEMMs only: NULL
+   in the others */
+JD_RT __attribute__((weak)) void jd_skinny_f32(int64_t m, int64_t n, int64_t k, const float *a,
+                                               int64_t sa_row, int64_t sa_col, const float *b,
+                                               int64_t ldb, float *c, int64_t ldc);
 #define JD_SKINNY_MIN_ELEMS 65536.0
 #define JD_SKINNY_WIDE_ELEMS 1048576.0
 #define JD_SKINNY_WIDE_K 1024
@@ -87,7 +92,7 @@ static void jd_gemv_piece(const jd_gemm_job *g, int64_t m, int64_t n, int64_t oa
    columns of B reads as much of it as its own width, and its choice is the whole GEMM's) */
 static int jd_skinny(int kind, int trans_b, int64_t m, int64_t n, int64_t k) {
   const double elems = (double)k * n;
-  return kind == JD_GEMM_F32 && !trans_b && m >= 2 && k >= 1 && elems >= JD_SKINNY_MIN_ELEMS &&
+  return jd_skinny_f32 != NULL && kind == JD_GEMM_F32 && !trans_b && m >= 2 && k >= 1 && elems >= JD_SKINNY_MIN_ELEMS &&
          m <= (elems <= JD_SKINNY_WIDE_ELEMS || k <= JD_SKINNY_WIDE_K ? 32 : 16);
 }
 
@@ -117,7 +122,7 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
     float *c = (float *)g->c + oc;
     /* op(A)'s element (i, p): A[i, p] (row stride lda) or, transposed, A[p, i] */
     const int64_t sa_row = g->trans_a ? 1 : g->lda, sa_col = g->trans_a ? g->lda : 1;
-    jd_skinny_nn(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
+    jd_skinny_f32(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
     return;
   }
   const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;

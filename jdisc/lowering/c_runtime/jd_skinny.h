@@ -1,5 +1,6 @@
 /* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ B[k, n] for a few rows (2 <= m <= 32), B not
-   transposed, as jd_gemm's pieces run them (jd_gemm.h).
+   transposed, as jd_gemm's pieces run them (jd_gemm.h). A unit of its own, in the programs
+   with float32 GEMMs (lowering/units.py skinny_unit): jd_skinny_f32 below.
 
    BLAS's sgemm packs op(B) before it multiplies; with a few rows of A that copy is most of the
    time. These loops read B once for each 8 rows instead, with the rows' products in
@@ -147,4 +148,10 @@ static void jd_skinny_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_
       jd_skinny_cols8((const float *const *)r[g], m - g * 8 < 8 ? m - g * 8 : 8, k, sa_col, b,
                       ldb, c + g * 8 * ldc, ldc, j0, width, g == 0);
   }
+}
+
+/* the unit's entry (declared weak in jd_gemm.h: a program without it runs sgemm) */
+JD_RT void jd_skinny_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_row,
+                         int64_t sa_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+  jd_skinny_nn(m, n, k, a, sa_row, sa_col, b, ldb, c, ldc);
 }
