@@ -13,22 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import jax
 import numpy as np
 
 import jdisc
-
-
-def _median_ms(f, x, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(x))
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+from jdisc.bench import time_cells
 
 
 def main() -> None:
@@ -47,8 +37,7 @@ def main() -> None:
         x = jax.device_put(x)
         jax.block_until_ready(jf(x))
         jax.block_until_ready(xf(x))
-        tj, tx = _median_ms(jf, x, a.repeats), _median_ms(xf, x, a.repeats)
-        print(f"| {n} | {tj:.3f} | {tx:.3f} | {tj / tx:.2f} |")
+        print(f"| {n} | {time_cells(jf, xf, (x,), a.repeats)}")
     assert jf.stats()["compiles"] == 1
     print(f"load {os.getloadavg()[0]:.2f}")
 

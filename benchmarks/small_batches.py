@@ -14,23 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import jax
 import numpy as np
 
 import jdisc
+from jdisc.bench import time_cells
 from jdisc.bench.workloads import workloads
-
-
-def _median_ms(f, args, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
 
 
 def main() -> None:
@@ -50,8 +40,7 @@ def main() -> None:
             xf = jax.jit(wl.fn)
             got, want = jf(*args), xf(*args)
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3)
-            tj, tx = _median_ms(jf, args, a.repeats), _median_ms(xf, args, a.repeats)
-            print(f"| {name} | {n} | {tj:.3f} | {tx:.3f} | {tj / tx:.2f} |")
+            print(f"| {name} | {n} | {time_cells(jf, xf, args, a.repeats)}")
         assert jf.stats()["compiles"] == 1
     print(f"load {os.getloadavg()[0]:.2f}")
 
