@@ -4,9 +4,9 @@ A program's C file is a sequence of units, each starting at a marker line
 `//@jdisc unit <name> <-O level>`: the launcher (with the file's header comment before it), one
 unit per distinct kernel, in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
-few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h, jd_ffi.h). Each unit is C
-that compiles on its own; custom_calls/compiler.py compiles them in parallel, caches each
-object by its text, and links them into the program's library. A kernel unit's text depends only
+few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h, jd_ffi.h).
+Each unit is C that compiles on its own; custom_calls/compiler.py compiles them in parallel,
+caches each object by its text, and links them into the program's library. A kernel unit's text depends only
 on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
 its own (`jd_dim0`, ...), so the same LayerNorm or GEMM epilogue in another program, or twice in
 one, is the same unit and compiles once. The runtime unit is the same for every program.
@@ -93,8 +93,8 @@ def runtime_unit() -> str:
 @functools.cache
 def skinny_unit() -> str:
     """The float32 GEMM loops for a few rows (jd_skinny.h), a unit of the programs with
-    float32 GEMMs only: 70 ms of compile in its own unit, beside the others on an empty cache,
-    and none for the other programs."""
+    float32 GEMMs only: about 85 ms of compile, beside the others on an empty cache, and none
+    for the other programs."""
     body = c_runtime.source("jd_skinny.h")
     return marker("skinny", RUNTIME_OPT) + head(body) + body
 

@@ -13,6 +13,11 @@
    --seed 23`); 2 leaves a thread that a busy machine holds back less to wait for */
 #define JD_GEMM_PIECES 2
 
+/* the skinny unit's entry (jd_skinny.h), linked into programs with float32 GEMMs only: NULL
+   in the others */
+JD_RT __attribute__((weak)) void jd_skinny_f32(int64_t m, int64_t n, int64_t k, const float *a,
+                                               int64_t sa_row, int64_t sa_col, const float *b,
+                                               int64_t ldb, float *c, int64_t ldc);
 /* An f32 piece of 2 to 16 rows whose B (not transposed) holds at least JD_SKINNY_MIN_ELEMS
    elements runs in jd_skinny.h's loops, which read B once per 8 rows instead of packing it as
    sgemm does; up to 32 rows when B holds at most JD_SKINNY_WIDE_ELEMS or k <= JD_SKINNY_WIDE_K
@@ -20,14 +25,10 @@
    sgemm's time over theirs (`benchmarks/skinny_gemm.py`; and k, n each of 256, 512, 1024,
    2048, 4096): 1.08-2.21 at 16 rows but 0.89 at k = n = 4096; at 24 and 32 rows 1.04-1.72
    where k <= 1024 or k * n <= 2^20, 0.68-0.95 where k >= 2048 and n >= 1024. A transposed B,
-   dot products along its rows, was 1.1-2.5x slower than sgemm at 16 rows: it stays with sgemm. Reading B is the loops' time: for the split below,
-   each of its elements counts as JD_SKINNY_WEIGHT multiply-adds (W3 at N = 2 and 3, 2 and 3
-   million multiply-adds a GEMM, took 0.16-0.27 ms on one thread, 0.11-0.15 at N = 4 on two). */
-/* the skinny unit's entry (jd_skinny.h), linked into programs with float32 GEMMs only: NULL
-   in the others */
-JD_RT __attribute__((weak)) void jd_skinny_f32(int64_t m, int64_t n, int64_t k, const float *a,
-                                               int64_t sa_row, int64_t sa_col, const float *b,
-                                               int64_t ldb, float *c, int64_t ldc);
+   dot products along its rows, was 1.1-2.5x slower than sgemm at 16 rows: it stays with
+   sgemm. Reading B is the loops' time: for the split below, each of its elements counts as
+   JD_SKINNY_WEIGHT multiply-adds (W3 at N = 2 and 3, 2 and 3 million multiply-adds a GEMM,
+   took 0.16-0.27 ms on one thread, 0.11-0.15 at N = 4 on two). */
 #define JD_SKINNY_MIN_ELEMS 65536.0
 #define JD_SKINNY_WIDE_ELEMS 1048576.0
 #define JD_SKINNY_WIDE_K 1024
@@ -92,7 +93,8 @@ static void jd_gemv_piece(const jd_gemm_job *g, int64_t m, int64_t n, int64_t oa
    columns of B reads as much of it as its own width, and its choice is the whole GEMM's) */
 static int jd_skinny(int kind, int trans_b, int64_t m, int64_t n, int64_t k) {
   const double elems = (double)k * n;
-  return jd_skinny_f32 != NULL && kind == JD_GEMM_F32 && !trans_b && m >= 2 && k >= 1 && elems >= JD_SKINNY_MIN_ELEMS &&
+  return jd_skinny_f32 != NULL && kind == JD_GEMM_F32 && !trans_b && m >= 2 && k >= 1 &&
+         elems >= JD_SKINNY_MIN_ELEMS &&
          m <= (elems <= JD_SKINNY_WIDE_ELEMS || k <= JD_SKINNY_WIDE_K ? 32 : 16);
 }
 

@@ -8,8 +8,9 @@
    thread, OpenBLAS's sgemm against these (`python benchmarks/skinny_gemm.py`, two runs in
    benchmarks/results/skinny-gemm-run*.txt): [m, 512] @ [512, 2048] in L3, 315 against 58-60
    us at m = 2, 341 against 96 at m = 8, 385 against 175-176 at m = 16; [m, 3072] @ [3072, 768]
-   from memory, 760-776 against 278-281, 860-863 against 423-424 and 944-948 against 679-682. The sums run in another order than BLAS's, as two BLAS libraries'
-   do: within f32's bound for any order (tests/test_gemm_pool.py). */
+   from memory, 760-776 against 278-281, 860-863 against 423-424 and 944-948 against 679-682.
+   The sums run in another order than BLAS's, as two BLAS libraries' do: within f32's bound
+   for any order (tests/test_gemm_pool.py). */
 
 /* at most this many rows, a multiple of 8 (jd_gemm.h chooses 16 or 32 by B's size; the loops
    are right up to 64, which benchmarks/skinny_gemm.py builds them with) */
