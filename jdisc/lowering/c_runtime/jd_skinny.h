@@ -48,9 +48,10 @@ static void jd_skinny_store(float *c, int64_t ldc, int64_t rows, int64_t j0, int
   }
 }
 
-/* The tiles are loops over constant row and vector counts, compiled -O3 (the runtime unit is
-   -O1), which unrolls them and keeps the 16 accumulators in registers; as kernels' JD_KEEP_BRANCHES
-   does, GCC's per-function attribute (other compilers build the same loops at the unit's level). */
+/* The tiles are loops over constant row and vector counts. GCC compiles them at -O3 through
+   its per-function attribute (kernels' JD_KEEP_BRANCHES uses one too), which unrolls them and
+   keeps the 16 accumulators in registers; the unit itself is -O1. Other compilers build them
+   at the unit's level. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define JD_SKINNY_OPT __attribute__((optimize("O3")))
 #else
