@@ -443,7 +443,7 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
     `so_path`, then move it into place and record its hash."""
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
-    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length)
+    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length, -O)
     try:
         for name, opt, text in units:
             flags = _unit_flags(cflags, opt, sanitize)
