@@ -7,6 +7,7 @@ table printer writes for those result files:
     bench      `jdisc bench --json` files: each workload's table and summary, W7's table
                (a text block)
     compile    benchmarks/compile_time.py files (a markdown table, one column per file)
+    units      benchmarks/unit_compile_times.py files (a markdown table, one row per file)
     spectral   benchmarks/spectral_linalg.py files (a markdown table with geomeans)
     tree       benchmarks/tree_search.py files (a markdown table with geomeans)
     first_call benchmarks/first_call.py files (a text block per file)
@@ -95,6 +96,8 @@ def _results(kind: str, paths: list[str]) -> str:
                              for p in paths)
     if kind == "compile":
         return _printed(_script("compile_time").print_table, paths)
+    if kind == "units":
+        return _printed(_script("unit_compile_times").print_table, paths)
     if kind == "spectral":
         return _printed(_script("spectral_linalg").print_table, paths)
     if kind == "tree":

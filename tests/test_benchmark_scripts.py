@@ -50,3 +50,20 @@ def test_skinny_gemm_times_both_sides_at_every_row_count():
         assert [c.split(":")[0] for c in cells] == \
             ["2", "3", "4", "5", "8", "12", "16", "24", "32", "48", "64"]
         assert all(float(t) > 0 for c in cells for t in c.split(":")[1].split("/"))
+
+
+def test_unit_compile_times_lists_the_kernel_units_of_a_dump(tmp_path):
+    dump = tmp_path / "dump"
+    prog = ("import numpy as np, jax.numpy as jnp, jdisc\n"
+            "jdisc.jit(lambda x: jnp.tanh(x).sum(), dynamic_axes=({0: 'n'},))"
+            "(np.ones(5, np.float32))\n")
+    subprocess.run([sys.executable, "-c", prog], env=env_with(JDISC_DUMP_DIR=str(dump)),
+                   check=True, timeout=600)
+    out = tmp_path / "units.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "unit_compile_times.py"),
+                           str(dump), "--json", str(out)],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert d["count"] >= 1 and d["total_seconds"] > 0, d
+    assert {r["kind"] for r in d["slowest"]} >= {"stitch"}, d["slowest"]

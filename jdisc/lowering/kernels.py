@@ -74,7 +74,7 @@ def emit_kernel(ctx: KernelContext) -> None:
     r = Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]
-        idx, close = loop_nest(w, out.shape, dim)
+        idx, close = loop_nest(w, out.shape, dim, keep_inner=True)
         val = r.load(out, idx)
         w(f"{outputs[0]}[{r.linear(idx, out.shape)}] = {val};")
         close()
@@ -91,7 +91,7 @@ def _emit_concat(w: CWriter, r: Renderer, op: Op, output: str, dim) -> None:
     for x in op.operands:
         w.open()
         r.push()
-        idx, close = loop_nest(w, x.shape, dim)
+        idx, close = loop_nest(w, x.shape, dim, keep_inner=True)
         val = r.load(x, idx)
         oidx = list(idx)
         if offset != 0:
