@@ -89,7 +89,6 @@ def test_generated_stitch_kernel_is_vectorisable_shape():
     assert "rowbuf0" in src                  # a row reused across phases stays in a row buffer
 
 
-
 def _softmax_log_density(x):
     """A whole-array softmax and a log density over a vector of dynamic length: stitch
     kernels of one row, with a row buffer (exp) and three phases."""
@@ -150,6 +149,7 @@ def test_concat_with_kept_inner_loops_matches_xla(rng):
         args = _gather_concat_args(rng, b, s)
         assert_close(jf(*args), jax.jit(_gather_concat)(*args), 0)   # copies and a select
     assert jf.stats()["compiles"] == 1
+
 
 SPECULATIVE = """
 func.func @main(%a: tensor<?x4xf32>, %b: tensor<?x4xf32>) -> tensor<?x4xf32> {

@@ -74,7 +74,7 @@ def emit_kernel(ctx: KernelContext) -> None:
     r = Renderer(w, inputs, dim, assume)
     if kernel.kind == "loop":
         out = kernel.outputs[0]
-        idx, close = loop_nest(w, out.shape, dim, keep_inner=True)
+        idx, close = loop_nest(w, out.shape, dim)
         val = r.load(out, idx)
         w(f"{outputs[0]}[{r.linear(idx, out.shape)}] = {val};")
         close()
