@@ -1,20 +1,25 @@
 """Row reductions by row length: a softmax over rows of n columns, jdisc against jax.jit.
 
     python benchmarks/row_reductions.py [--lengths 3,8,20,40,63,100,200,1000] [--elements 200000]
+    python benchmarks/row_reductions.py --op any     # jnp.any(x > 2) over each row: booleans
 
 A stitch kernel runs rows shorter than 64 columns 16 at a time, its reductions across the rows,
 and longer rows one at a time in lanes (lowering/stitch.py); this times one softmax (a max and
 a sum per row) over about `--elements` values at each row
 length, jdisc compiled once for every length, jax.jit once per length, interleaved in one
 process. Medians of `--repeats` calls; set JDISC_NUM_THREADS=1 to compare the kernels alone.
+The first line gives jdisc's compile (its first call, which waits for it: `bridge=False`), with
+the cache jdisc would use; set JDISC_CACHE_DIR to an empty directory for a cold one.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import jdisc
@@ -26,11 +31,16 @@ def main() -> None:
     p.add_argument("--lengths", default="3,8,20,40,63,100,200,1000")
     p.add_argument("--elements", type=int, default=200000)
     p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--op", choices=("softmax", "any"), default="softmax")
     a = p.parse_args()
-    f = lambda x: jax.nn.softmax(x, axis=-1)
+    f = (lambda x: jax.nn.softmax(x, axis=-1)) if a.op == "softmax" else \
+        (lambda x: jnp.any(x > 2.0, axis=-1))
     jf, xf = jdisc.jit(f, dynamic_axes=({0: "rows", 1: "n"},), bridge=False), jax.jit(f)
-    print(f"load {os.getloadavg()[0]:.2f}, JDISC_NUM_THREADS="
-          f"{os.environ.get('JDISC_NUM_THREADS', '')!r}")
+    t0 = time.perf_counter()
+    jax.block_until_ready(jf(np.ones((2, 3), np.float32)))
+    print(f"{a.op}: load {os.getloadavg()[0]:.2f}, JDISC_NUM_THREADS="
+          f"{os.environ.get('JDISC_NUM_THREADS', '')!r}, jdisc's compile "
+          f"{time.perf_counter() - t0:.2f} s")
     print("| n | jdisc ms | jax.jit ms | ratio |\n| --- | --- | --- | --- |")
     for n in map(int, a.lengths.split(",")):
         x = np.random.default_rng(n).standard_normal((a.elements // n, n)).astype(np.float32)

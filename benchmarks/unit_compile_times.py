@@ -84,10 +84,13 @@ def main() -> None:
             with open(c_path, "w", encoding="utf-8") as f:
                 f.write(text)
             t0 = time.perf_counter()
-            subprocess.run([*cc, *compiler._unit_flags(cflags, opt, False), c_path, "-o",
-                            c_path + ".o"], check=True)
+            done = subprocess.run([*cc, *compiler._unit_flags(cflags, opt, False), c_path,
+                                   "-o", c_path + ".o"], capture_output=True, text=True)
+            seconds = time.perf_counter() - t0
+            if done.returncode:    # its warnings (-Wall) are jdisc's usual ones: not shown
+                sys.exit(f"{name} of {program} did not compile:\n{done.stderr[-3000:]}")
             rows.append({"unit": name, "kind": kind(text), "program": program,
-                         "chars": len(text), "seconds": time.perf_counter() - t0})
+                         "chars": len(text), "seconds": seconds})
     rows.sort(key=lambda r: -r["seconds"])
     total = sum(r["seconds"] for r in rows)
     print(f"{len(rows)} kernel units, {total:.2f} s in all; load {load_before[0]:.2f} -> "

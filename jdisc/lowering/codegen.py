@@ -351,11 +351,12 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
     variants = [(fname, assume | k.equal_dims) for fname, assume in variants]
     params, inputs, outs = _kernel_params(k, dim, dim_params)
     less = sort.emit_comparator(w, k, inputs, params, dim) if k.kind == "sort" else None
+    branches = needs_branches(k)
     for fname, assume in variants:
         kw = CWriter(w.unit, fname, params)      # the body, and its parallel loops' functions
         kw.level = 1
         emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
-        emit(KernelContext(kw, k, inputs, outs, dim, assume, less))
+        emit(KernelContext(kw, k, inputs, outs, dim, assume, less, branches))
         if not returns:     # emitters that cannot fail end with success
             kw("return 0;")
         for text in kw.outlined:
@@ -367,7 +368,7 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
              else ", general version" if guards else "")
           + c_comment(f": {', '.join(sorted({op.name for op in k.ops} - {'constant'}))}")
           + " */")
-        keep = "JD_KEEP_BRANCHES " if needs_branches(k) else ""
+        keep = "JD_KEEP_BRANCHES " if branches else ""
         w(f"JD_KERNEL {keep}int {fname}({', '.join(params)}) {{")
         w.lines.extend(kw.lines)
         w("}")

@@ -31,7 +31,8 @@ Index = tuple[str, ...]
 class KernelContext:
     """What a kernel emitter gets: the writer, the kernel, the C names of the buffers it reads
     (by value id) and writes (in order), C for a symbolic dim, the dim pairs this version of
-    the kernel may assume equal, and a sort's comparator."""
+    the kernel may assume equal, a sort's comparator, and whether the kernel keeps its branches
+    (JD_KEEP_BRANCHES, codegen.needs_branches: GCC does not if-convert its loops)."""
     w: CWriter
     kernel: Kernel
     inputs: dict[int, str]
@@ -39,6 +40,7 @@ class KernelContext:
     dim: Callable[[Dim], str]
     assume: frozenset = frozenset()
     less: str | None = None
+    branches: bool = False
 
     @property
     def operands(self) -> list[str]:

@@ -16,7 +16,8 @@ vector instructions work across the rows (one row's chain of dependent steps was
 the phase's plain loop stays row by row. Either way the order in which a row's values are
 combined depends only on its length. A row of a length known when compiling runs alone, in
 as many lanes as it fills (the C compiler unrolls the rest), and so does a kernel's only row
-(a sum over a whole array).
+(a sum over a whole array). A long row of integers, whose order does not change the result, is
+a plain loop with one accumulator (the C compiler vectorises it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jdisc.dynamic_passes.algebra.symbolic import prod
+from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float
 from jdisc.dynamic_passes.ir.ops import EXPENSIVE
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
@@ -146,10 +148,20 @@ def emit_stitch(ctx: KernelContext) -> None:
     # what it knows); so does the one row of a kernel that has one (a sum of a whole array):
     # there are no rows to run across, and the across-rows loop compiled in 4 times the time
     # (W6's log density: 215 against 53 ms for each of two such kernels).
+    # Reductions of integers (booleans too) give the same result in any order: a row of 64
+    # columns or more is one accumulator in a plain column loop, which GCC vectorises itself
+    # (the lanes fix the order of floats' additions; for an `any` over rows, GCC took about
+    # twice as long to compile them: `benchmarks/row_reductions.py --op any`). Short rows
+    # still run across the block's rows. Not in a kernel that keeps its branches: without
+    # if-conversion (a float-to-int convert) the plain loop stays scalar, 4-8x slower.
+    integral = not ctx.branches and all(
+        not is_float(op.results[0].dtype) and not is_complex(op.results[0].dtype)
+        for op in reduces)
     known = prod(cols_dims)
     const = isinstance(known, int)
     blocked = not const and not (isinstance(n_rows, int) and n_rows == 1)
-    lanes = LANES if not const or known >= LANES else LANES_SHORT if known >= LANES_SHORT else 1
+    lanes = 1 if integral else LANES if not const or known >= LANES else \
+        LANES_SHORT if known >= LANES_SHORT else 1
     if blocked:
         w(f"const int64_t per_block = n_cols < {LANES} ? {ROW_BLOCK} : 1;")
     w("/* this piece's scratch rows (a block's) */")
