@@ -185,6 +185,80 @@ def test_integer_row_reductions_match_xla(rng):
             assert_close(got, ref, 0)          # exact: wrapping sums, any order
     assert jf.stats()["compiles"] == 1
 
+
+def _float_extremes(x):
+    """A max and a min over each row, one with an init value inside the data's range, and
+    the max of values made in the kernel (0 * inf: the CPU's default NaN has its sign set)."""
+    return (jnp.max(x, axis=-1, initial=-jnp.inf), jnp.min(x, axis=-1, initial=jnp.inf),
+            jnp.max(x, axis=-1, initial=0.25),
+            jnp.max(x * jnp.where(x > 3, 0, 1).astype(x.dtype), axis=-1, initial=-jnp.inf))
+
+
+def _extremes_oracle(x):
+    """_float_extremes by StableHLO's rules: a NaN anywhere in the row gives NaN, max(-0, +0)
+    is +0 and min(-0, +0) is -0. (XLA's CPU reductions of a few thousand values drop NaNs,
+    so jax.jit is no reference for those rows.)"""
+    def extreme(v, init, big):
+        nan = np.isnan(v).any(axis=-1)
+        clean = np.where(np.isnan(v), -np.inf if big else np.inf, v)
+        out = np.max(clean, axis=-1, initial=init) if big else \
+            np.min(clean, axis=-1, initial=init)
+        plus = ((v == 0) & ~np.signbit(v)).any(axis=-1) | ((out == 0) & ~np.signbit(init))
+        minus = ((v == 0) & np.signbit(v)).any(axis=-1) | ((out == 0) & np.signbit(init))
+        zero = np.where(plus, 0.0, -0.0) if big else np.where(minus, -0.0, 0.0)
+        return np.where(nan, np.nan, np.where(out == 0, zero, out)).astype(v.dtype)
+    with np.errstate(invalid="ignore"):
+        made = x * np.where(x > 3, 0, 1).astype(x.dtype)
+    return (extreme(x, -np.inf, True), extreme(x, np.inf, False), extreme(x, 0.25, True),
+            extreme(made, -np.inf, True))
+
+
+def _extreme_rows(rng, b, s, dtype):
+    x = rng.standard_normal((b, s)).astype(dtype)
+    for row in range(b):        # each row its own mix of signed zeros, NaNs and infinities
+        kind = row % 6
+        if kind == 0 and s:
+            x[row] = -0.0
+            x[row, rng.integers(s)] = 0.0
+        elif kind == 1:
+            x[row] = np.where(rng.random(s) < 0.5, 0.0, -0.0)
+        elif kind == 2 and s:
+            x[row, rng.integers(s)] = np.nan
+        elif kind == 3:
+            x[row] = -np.inf
+        elif kind == 4 and s:
+            x[row, rng.integers(s)] = np.inf      # times 0: a NaN made in the kernel
+        elif kind == 5:
+            x[row] = np.abs(x[row])
+    return x
+
+
+@pytest.mark.fast
+def test_float_max_and_min_reductions_accumulate_keys():
+    prog = to_ir(_float_extremes, ({0: "B", 1: "S"},), np.ones((2, 3), np.float32))
+    src = generate(prog).source
+    assert "jd_maxkey_f32" in src and "jd_minkey_f32" in src and "jd_unkey_f32" in src
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_keyed_max_and_min_follow_stablehlo(rng, dtype):
+    # every path of a stitch kernel's reduction: rows across a block (short), lanes (long),
+    # with NaNs (of either sign), infinities and signed zeros, each row its own mix
+    with jax.enable_x64(dtype == np.float64):
+        jf = jdisc.jit(_float_extremes, dynamic_axes=({0: "B", 1: "S"},), bridge=False)
+        for b, s in ((1, 0), (6, 1), (7, 2), (12, 15), (18, 16), (13, 63), (6, 64), (7, 65),
+                     (12, 100), (6, 1031), (6, 4099)):
+            x = _extreme_rows(rng, b, s, dtype)
+            for got, ref in zip(jf(x), _extremes_oracle(x)):
+                got = np.asarray(got)
+                assert got.dtype == ref.dtype == dtype
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{b, s}")
+                ok = ~np.isnan(ref)
+                np.testing.assert_array_equal(got[ok], ref[ok], err_msg=f"{b, s}")
+                np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(ref[ok]))
+        assert jf.stats()["compiles"] == 1
+
+
 SPECULATIVE = """
 func.func @main(%a: tensor<?x4xf32>, %b: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %n = stablehlo.get_dimension_size %a, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>
