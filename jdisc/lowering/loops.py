@@ -441,10 +441,25 @@ def reducer_identity(reducer: str, dtype: str) -> str:
     return literal(value, dtype)
 
 
-def open_rows(w: CWriter, r: Renderer, rows_dims, cols: str, dim) -> tuple[str, ...]:
-    """A parallel loop over the flattened row index; binds i0..i{k-1} inside it."""
+# ops of tens of instructions an element (a polynomial, a division loop)
+_TRANSCENDENTAL = frozenset("""exponential exponential_minus_one log log_plus_one tanh logistic
+    sine cosine tan cbrt power atan2""".split())
+
+
+def parallel_min_work(kernel: Kernel) -> int:
+    """Elements from which a kernel's rows run on the pool: PARALLEL_MIN_WORK, a quarter of
+    it for a kernel with a transcendental op (a softmax's exp costs several loads' time)."""
+    if any(op.name in _TRANSCENDENTAL for op in kernel.ops):
+        return PARALLEL_MIN_WORK // 4
+    return PARALLEL_MIN_WORK
+
+
+def open_rows(w: CWriter, r: Renderer, rows_dims, cols: str, dim,
+              min_work: int = PARALLEL_MIN_WORK) -> tuple[str, ...]:
+    """A parallel loop over the flattened row index (on the pool from `min_work` elements);
+    binds i0..i{k-1} inside it."""
     w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
-    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}",
+    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {min_work}",
                [("int64_t", "n_rows", dim(prod(rows_dims))), ("int64_t", "n_cols", cols)])
     w.open("for (int64_t row = jd_lo; row < jd_hi; row++)")
     names, rest = [], "row"

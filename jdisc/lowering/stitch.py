@@ -33,8 +33,8 @@ from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (COMBINE, PARALLEL_MIN_WORK, KernelContext, Renderer, close_rows,
-                                  open_rows, reducer_identity)
+from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows,
+                                  open_rows, parallel_min_work, reducer_identity)
 from jdisc.lowering.row_values import row_values
 
 # accumulators per reduction in a long row's loop, and the vector that they fold into; rows
@@ -71,7 +71,7 @@ def emit_loop(ctx: KernelContext) -> None:
         return
     k = kernel.row_rank if 0 < kernel.row_rank < out.rank else out.rank - 1
     rows_dims, cols_dims = out.shape[:k], out.shape[k:]
-    r.row_idx = open_rows(w, r, rows_dims, dim(prod(cols_dims)), dim)
+    r.row_idx = open_rows(w, r, rows_dims, dim(prod(cols_dims)), dim, parallel_min_work(kernel))
     r.row_values = row_values(kernel, rows_dims, {v.id for v in kernel.outputs}, r.assume)
     for op in kernel.ops:
         for v in op.results:
@@ -140,7 +140,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
-    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {PARALLEL_MIN_WORK}",
+    w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {parallel_min_work(kernel)}",
                [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
                failed="jd_failed")
     w.open()
