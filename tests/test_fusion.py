@@ -234,13 +234,6 @@ def _extreme_rows(rng, b, s, dtype):
 
 
 @pytest.mark.fast
-def test_float_max_and_min_reductions_accumulate_keys():
-    prog = to_ir(_float_extremes, ({0: "B", 1: "S"},), np.ones((2, 3), np.float32))
-    src = generate(prog).source
-    assert "jd_maxkey_f32" in src and "jd_minkey_f32" in src and "jd_unkey_f32" in src
-
-
-@pytest.mark.fast
 def test_kernels_with_transcendentals_share_rows_from_fewer_elements():
     # a softmax's exp costs several loads' time: its rows go to the pool from a quarter of
     # the elements a plain elementwise kernel needs (loops.py parallel_min_work)
@@ -254,7 +247,7 @@ def test_kernels_with_transcendentals_share_rows_from_fewer_elements():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_keyed_max_and_min_follow_stablehlo(rng, dtype):
+def test_max_and_min_reductions_follow_stablehlo(rng, dtype):
     # every path of a stitch kernel's reduction: rows across a block (short), lanes (long),
     # with NaNs (of either sign), infinities and signed zeros, each row its own mix
     with jax.enable_x64(dtype == np.float64):

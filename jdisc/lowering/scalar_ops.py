@@ -373,19 +373,6 @@ def _helper_chunks() -> list[str]:
         "static inline int64_t jd_total_f64(double x) { int64_t b; memcpy(&b, &x, 8); "
         "return b < 0 ? b ^ 0x7fffffffffffffffLL : b; }",
     ]
-    # A float max or min reduction accumulates these keys (lowering/stitch.py): the key is
-    # jd_total's order with a NaN moved past every number (to the top for max, the bottom for
-    # min), so the accumulator's step is one integer max or min, and jd_unkey gives the float
-    # back (a NaN without its sign, as a + b gives it); the key of -0 is below +0's.
-    for t, ct, it, sign in (("f32", "float", "int32_t", "0x7fffffff"),
-                            ("f64", "double", "int64_t", "0x7fffffffffffffffLL")):
-        fabs = "fabsf" if t == "f32" else "fabs"
-        for name, nan, pick in (("max", f"{fabs}(x)", ">"), ("min", f"-{fabs}(x)", "<")):
-            lines.append(f"static inline {it} jd_{name}key_{t}({it} acc, {ct} x) {{ "
-                         f"{it} k = jd_total_{t}(x != x ? {nan} : x); "
-                         f"return k {pick} acc ? k : acc; }}")
-        lines.append(f"static inline {ct} jd_unkey_{t}({it} k) {{ {it} b = k < 0 ? k ^ {sign} : k; "
-                     f"{ct} x; memcpy(&x, &b, sizeof x); return x != x ? {fabs}(x) : x; }}")
     for t, ct in (("f32", "float"), ("f64", "double")):
         # NaN wins; max(-0, +0) is +0 and min(-0, +0) is -0, as in XLA. Written so that the
         # vectorised form is a few independent instructions (a reduction's lane chain is one

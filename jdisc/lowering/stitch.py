@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
 from jdisc.dynamic_passes.algebra.symbolic import prod
 from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float
 from jdisc.dynamic_passes.ir.ops import EXPENSIVE
@@ -317,38 +315,14 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
     if not reduces:
         return
 
-    # a float max or min accumulates integer keys (jd_maxkey_f32 in scalar_ops.py): one
-    # integer max or min a step, where jd_fmax's NaN and signed-zero rules took several (a
-    # softmax's max over rows of 8 to 1000 columns: 5-20 % of the kernel's time)
-    keyed = {op.results[0].id: _KEY_TYPE[op.results[0].dtype] for op in reduces
-             if op.attrs["reducer"] in ("max", "min") and op.results[0].dtype in _KEY_TYPE}
-
-    def step(op: Op, acc: str, val: str) -> str:
-        dt = op.results[0].dtype
-        if op.results[0].id in keyed:
-            return f"jd_{op.attrs['reducer']}key_{dt}({acc}, {val})"
-        return COMBINE[op.attrs["reducer"]](acc, val, dt)
-
-    def identity(op: Op) -> str:
-        if op.results[0].id in keyed:
-            return _key_identity(op.attrs["reducer"], op.results[0].dtype)
-        return reducer_identity(op.attrs["reducer"], op.results[0].dtype)
-
-    def acc_type(op: Op) -> str:
-        return keyed.get(op.results[0].id) or ctype(op.results[0].dtype)
-
-    def value(op: Op, acc: str) -> str:     # an accumulator as the reduction's dtype
-        return f"jd_unkey_{op.results[0].dtype}({acc})" if op.results[0].id in keyed else acc
-
-    def body(col: str, slot: Callable[[str, Op], str]) -> None:
-        """One column's step of every reduction; `slot(name, op)` is where accumulator `name` is."""
+    def body(col: str, slot: Callable[[str], str]) -> None:
         r.push()
         r.col = col       # where row buffers are read
         idx = r.row_idx + _column_index(w, r, col, cols_dims, dim)
         for op in reduces:
-            acc = slot(acc_names[op.results[0].id], op)
+            acc = slot(acc_names[op.results[0].id])
             val = r.load(op.operands[0], idx)
-            w(f"{acc} = {step(op, acc, val)};")
+            w(f"{acc} = {COMBINE[op.attrs['reducer']](acc, val, op.results[0].dtype)};")
         r.pop()
 
     for op in reduces:
@@ -357,51 +331,43 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         # column by column, one accumulator per row of the block: each row's values in order
         w.open(f"if (n_cols < {LANES})")
         for op in reduces:
-            acc = acc_names[op.results[0].id]
-            if op.results[0].id in keyed:
-                w(f"{acc_type(op)} {acc}_k[{ROW_BLOCK}];")
-            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {_across(op, acc, keyed)} = "
-              f"{identity(op)};")
+            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = "
+              f"{reducer_identity(op.attrs['reducer'], dt)};")
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         rows.open(hoist=False)
-        body("c", lambda acc, op: _across(op, acc, keyed))
+        body("c", lambda acc: f"{acc}_b[l]")
         rows.close()
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
             init = r.load(op.operands[1], ())   # the init value, once per row (as XLA does)
-            combined = COMBINE[op.attrs['reducer']](init, value(op, _across(op, acc, keyed)), dt)
-            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = {combined};")
+            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) "
+              f"{acc}_b[l] = {COMBINE[op.attrs['reducer']](init, acc + '_b[l]', dt)};")
         w.else_()
     # one row: `lanes` accumulators over runs of that many columns, then runs of LANES_SHORT
     # into the first LANES_SHORT of them, then the rest one per lane; the lanes fold into
     # LANES_SHORT by whole vectors and are combined in order (one lane: the columns in order)
     rows.open()
     for op in reduces:
-        acc = acc_names[op.results[0].id]
-        w(f"{acc_type(op)} {acc}_l[{lanes}];")
-        w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = {identity(op)};")
+        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+        w(f"{ctype(dt)} {acc}_l[{lanes}];")
+        w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = "
+          f"{reducer_identity(op.attrs['reducer'], dt)};")
     w("int64_t c = 0;")
     for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
         w.open(f"for (; c + {run} <= n_cols; c += {run})")
         w.open(f"for (int64_t q = 0; q < {run}; q++)")
         w("const int64_t cc = c + q;")
-        body("cc", lambda acc, op: f"{acc}_l[q]")
+        body("cc", lambda acc: f"{acc}_l[q]")
         close_rows(w)
         close_rows(w)
     w.open("for (; c < n_cols; c++)")
-    body("c", lambda acc, op: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
+    body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
     close_rows(w)
     for op in reduces:
         acc, dt = acc_names[op.results[0].id], op.results[0].dtype
         combine = COMBINE[op.attrs["reducer"]]
-        if op.results[0].id in keyed:   # keys: any order; then the init value, once
-            pick = ">" if op.attrs["reducer"] == "max" else "<"
-            w(f"{acc_type(op)} {acc}_m = {acc}_l[0];")
-            w(f"for (int q = 1; q < {lanes}; q++) "
-              f"{acc}_m = {acc}_l[q] {pick} {acc}_m ? {acc}_l[q] : {acc}_m;")
-            w(f"{acc}_b[l] = {combine(r.load(op.operands[1], ()), value(op, acc + '_m'), dt)};")
-            continue
         if lanes > LANES_SHORT:
             w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
               f"for (int q = 0; q < {LANES_SHORT}; q++) "
@@ -415,19 +381,3 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         w.close()
     for op in reduces:
         r.accs[op.results[0].id] = f"{acc_names[op.results[0].id]}_b[l]"
-
-
-_KEY_TYPE = {"f32": "int32_t", "f64": "int64_t"}
-
-
-def _key_identity(reducer: str, dtype: str) -> str:
-    """The key (jd_maxkey_f32) of -inf for max, +inf for min, as a C literal."""
-    ft, it = (np.float32, np.int32) if dtype == "f32" else (np.float64, np.int64)
-    b = int(np.array(-np.inf if reducer == "max" else np.inf, ft).view(it))
-    key = b ^ int(np.iinfo(it).max) if b < 0 else b
-    return f"({key}{'LL' if dtype == 'f64' else ''})"
-
-
-def _across(op: Op, acc: str, keyed: dict) -> str:
-    """Row l's accumulator in the across-rows loop: its key, or its value."""
-    return f"{acc}_k[l]" if op.results[0].id in keyed else f"{acc}_b[l]"
