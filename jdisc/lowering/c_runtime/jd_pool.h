@@ -191,7 +191,7 @@ int jd_threads(void) { return jd_pool_threads; }    /* for tests */
    their calls. Counted as neighbours, they made a program that alternates jax.jit and jdisc
    calls run jdisc's loops on one thread for 20 ms after each XLA call (W2 at 6 GB/s instead of
    10), and halved W4's convolutions. */
-static int jd_kernel_threads_now = 1;
+static int jd_kernel_threads_now = 1, jd_kernel_threads_seen = 1 << 30;
 static int64_t jd_threads_checked_ns = -1000000000LL;
 static int jd_runnable_others(void) {    /* runnable tasks besides the caller, or -1 */
   char buf[128];
@@ -238,14 +238,28 @@ static int jd_kernel_threads(void) {
   if (now - __atomic_load_n(&jd_threads_checked_ns, __ATOMIC_RELAXED) >= 20000000LL) {
     __atomic_store_n(&jd_threads_checked_ns, now, __ATOMIC_RELAXED);
     /* this process's runnable threads (the caller, this pool's spinning workers, XLA's and
-       OpenBLAS's) are not a neighbour's load */
+       OpenBLAS's) are not a neighbour's load. The system's count is read again after this
+       process's threads were counted, and the smaller is kept: a worker that stopped
+       spinning during the count (it spins 100 us after a job) is then in neither. */
     int others = jd_runnable_others();
-    if (others > 0) others -= jd_runnable_own() - 1;
+    if (others > 0) {
+      const int own = jd_runnable_own();
+      const int again = jd_runnable_others();
+      if (again >= 0 && again < others) others = again;
+      others -= own - 1;
+    }
     if (others < 0) others = 0;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = jd_pool_threads;
     if (others >= 0 && online > 0 && online - others < n) n = (int)(online - others);
-    __atomic_store_n(&jd_kernel_threads_now, n < 1 ? 1 : n, __ATOMIC_RELAXED);
+    if (n < 1) n = 1;
+    /* fewer threads only when two reads in a row say so: a task that is runnable for an
+       instant (a short-lived process, one of this process's threads going to sleep between
+       the two files' reads) otherwise cost 20 ms of one-thread loops; on an idle 2-core
+       machine a softmax's loop ran on one thread after about one read in three */
+    const int seen = __atomic_exchange_n(&jd_kernel_threads_seen, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&jd_kernel_threads_now, seen > n ? (seen < jd_pool_threads ? seen :
+                     jd_pool_threads) : n, __ATOMIC_RELAXED);
   }
   return __atomic_load_n(&jd_kernel_threads_now, __ATOMIC_RELAXED);
 }
