@@ -233,19 +233,6 @@ def _extreme_rows(rng, b, s, dtype):
     return x
 
 
-@pytest.mark.fast
-def test_kernels_with_transcendentals_share_rows_from_fewer_elements():
-    # a softmax's exp costs several loads' time: its rows go to the pool from a quarter of
-    # the elements a plain elementwise kernel needs (loops.py parallel_min_work)
-    x = np.ones((2, 3), np.float32)
-    src = generate(to_ir(lambda x: jax.nn.softmax(x, axis=-1), ({0: "B", 1: "S"},), x)).source
-    assert f">= {1 << 16})" in src and f">= {1 << 18})" not in src
-    src = generate(to_ir(lambda x: jnp.tanh(x) * 2, ({0: "B", 1: "S"},), x)).source
-    assert f">= {1 << 16})" in src
-    src = generate(to_ir(lambda x: x * 2 + 1, ({0: "B", 1: "S"},), x)).source
-    assert f">= {1 << 18})" in src and f">= {1 << 16})" not in src
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_and_min_reductions_follow_stablehlo(rng, dtype):
     # every path of a stitch kernel's reduction: rows across a block (short), lanes (long),
@@ -263,6 +250,19 @@ def test_max_and_min_reductions_follow_stablehlo(rng, dtype):
                 np.testing.assert_array_equal(got[ok], ref[ok], err_msg=f"{b, s}")
                 np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(ref[ok]))
         assert jf.stats()["compiles"] == 1
+
+
+@pytest.mark.fast
+def test_kernels_with_transcendentals_share_rows_from_fewer_elements():
+    # a softmax's exp costs several loads' time: its rows go to the pool from a quarter of
+    # the elements a plain elementwise kernel needs (loops.py parallel_min_work)
+    x = np.ones((2, 3), np.float32)
+    src = generate(to_ir(lambda x: jax.nn.softmax(x, axis=-1), ({0: "B", 1: "S"},), x)).source
+    assert f">= {1 << 16})" in src and f">= {1 << 18})" not in src
+    src = generate(to_ir(lambda x: jnp.tanh(x) * 2, ({0: "B", 1: "S"},), x)).source
+    assert f">= {1 << 16})" in src
+    src = generate(to_ir(lambda x: x * 2 + 1, ({0: "B", 1: "S"},), x)).source
+    assert f">= {1 << 18})" in src and f">= {1 << 16})" not in src
 
 
 SPECULATIVE = """
