@@ -14,6 +14,7 @@ import numpy as np
 from jdisc.dynamic_passes.algebra import symbolic
 from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
 from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float, numpy_dtype
+from jdisc.dynamic_passes.ir.ops import EXPENSIVE
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
@@ -441,9 +442,9 @@ def reducer_identity(reducer: str, dtype: str) -> str:
     return literal(value, dtype)
 
 
-# ops of tens of instructions an element (a polynomial, a division loop)
-_TRANSCENDENTAL = frozenset("""exponential exponential_minus_one log log_plus_one tanh logistic
-    sine cosine tan cbrt power atan2""".split())
+# the ops table's expensive ops that take tens of instructions an element (a polynomial):
+# all but a division or a square root, which are one instruction
+_TRANSCENDENTAL = EXPENSIVE - {"divide", "remainder", "sqrt", "rsqrt"}
 
 
 def parallel_min_work(kernel: Kernel) -> int:
