@@ -4,6 +4,7 @@ flag, a correct one gets none, and the verdict is cached on disk."""
 import os
 
 from jdisc.custom_calls import compiler, probe
+from jdisc.lowering import units
 
 _WRONG = '#include <stdio.h>\nint main(void) { printf("wrong\\n"); return 0; }\n'
 _RIGHT = '#include <stdio.h>\nint main(void) { printf("ok\\n"); return 0; }\n'
@@ -16,15 +17,15 @@ def test_probe_verdicts_and_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(probe, "PROBES", [("bad", _WRONG, _WRONG, ["-fno-fix-me"]),
                                           ("avoided", _WRONG, _RIGHT, ["-fnot-needed"]),
                                           ("good", _RIGHT, _WRONG, ["-fnever"])])
-    flags = probe.workaround_flags(cc, ["-O2"], "id", "host", str(tmp_path))
+    flags = probe.workaround_flags(cc, [["-O2"]], "id", "host", str(tmp_path))
     assert flags == ["-fno-fix-me"]
     (entry,) = os.listdir(tmp_path / "probes")
     # a second process reads the verdict instead of probing again
     monkeypatch.setattr(probe, "_verdicts", {})
     monkeypatch.setattr(probe, "PROBES", [])
-    assert probe.workaround_flags(cc, ["-O2"], "id", "host", str(tmp_path)) == ["-fno-fix-me"]
+    assert probe.workaround_flags(cc, [["-O2"]], "id", "host", str(tmp_path)) == ["-fno-fix-me"]
     # another compiler identity is probed afresh
-    assert probe.workaround_flags(cc, ["-O2"], "id2", "host", str(tmp_path)) == []
+    assert probe.workaround_flags(cc, [["-O2"]], "id2", "host", str(tmp_path)) == []
 
 
 def test_real_lane_loop_probe_passes_with_the_flags_jdisc_uses(tmp_path):
@@ -32,12 +33,25 @@ def test_real_lane_loop_probe_passes_with_the_flags_jdisc_uses(tmp_path):
     # at-risk kernels carry, make the probe right
     cc = compiler.compiler_command()
     cflags, _ = compiler._flag_parts(False)
-    assert probe._run_probes(cc, cflags) == []
+    levels = [compiler._level_flags(cflags, level)
+              for level in (units.KERNEL_OPT, units.STITCH_OPT)]
+    assert probe._run_probes(cc, levels) == []
     tmp = str(tmp_path)
-    flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
     assert len(probe.PROBES) == 2        # the lane loop at 64 and at 16 lanes
-    for name, _, kept, _ in probe.PROBES:
-        assert probe._probe_ok(cc, flags, tmp, name + "-kept", kept)
+    for flags in levels:
+        flags = [f for f in flags if f not in ("-shared", "-fPIC")]
+        for name, _, kept, _ in probe.PROBES:
+            assert probe._probe_ok(cc, flags, tmp, name + "-kept", kept)
+
+
+def test_every_level_is_probed(tmp_path, monkeypatch):
+    # a program that is wrong only at one level's flags gets its workaround
+    cc = compiler.compiler_command()
+    only_o1 = '#include <stdio.h>\nint main(void) {\n#ifdef __OPTIMIZE__\nputs("ok");\n' \
+        '#else\nputs("wrong");\n#endif\nreturn 0; }\n'
+    monkeypatch.setattr(probe, "PROBES", [("at-O0", only_o1, only_o1, ["-fix"])])
+    assert probe._run_probes(cc, [["-O2"]]) == []
+    assert probe._run_probes(cc, [["-O2"], ["-O0"]]) == ["-fix"]
 
 
 def test_kernels_with_conditional_loads_keep_their_branches():

@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import pytest
 import jdisc
 from jdisc.custom_calls import cache_admin, compiler
 from jdisc.lowering import units
+from jdisc.lowering.stitch import runs_rows_across
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -172,8 +174,49 @@ def test_the_file_splits_into_what_was_compiled():
         "int b;\n"
     assert units.split("/* head */\n" + source) == [
         ("launcher", "-O1", "/* head */\nint a;"), ("jd_u1", "-O3", "int b;\n")]
-    assert units.split("int old_single_file;\n") == [("program", "-O3",
+    assert units.split("int old_single_file;\n") == [("program", units.KERNEL_OPT,
                                                       "int old_single_file;\n")]
+
+
+def test_each_level_compiles_with_its_own_flags():
+    cflags = ["-std=c99", "-O3", "-fPIC", "-shared", "-march=native"]
+    stitch = compiler._unit_flags(cflags, units.STITCH_OPT, False)
+    assert stitch == ["-std=c99", *units.LEVELS[units.STITCH_OPT], "-fPIC", "-march=native",
+                      "-c"]
+    assert "-O3" not in stitch and "-fvect-cost-model=dynamic" in stitch  # vectorised loops
+    assert compiler._unit_flags(cflags, units.KERNEL_OPT, False)[1] == "-O3"
+    assert compiler._unit_flags(cflags, "-O1", False)[1] == "-O1"
+    assert compiler._unit_flags(cflags, "-Ofancy", False)[1] == "-O3"     # unknown: the base
+    assert compiler._unit_flags(cflags, units.STITCH_OPT, True) == \
+        ["-std=c99", "-O3", "-fPIC", "-march=native", "-c"]     # the sanitizer's own -O
+
+
+def test_stitch_kernels_with_rows_of_unknown_length_compile_at_their_level(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path))
+    f = jdisc.jit(lambda x, y: (jax.nn.softmax(jnp.tanh(x) * 2.0, axis=-1),
+                                jax.nn.softmax(y, axis=-1), x.T + 1.0),
+                  dynamic_axes=({0: "n", 1: "m"}, {0: "n"}), bridge=False)
+    x = np.linspace(-3, 3, 37 * 5, dtype=np.float32).reshape(37, 5)
+    y = np.linspace(-3, 3, 37 * 8, dtype=np.float32).reshape(37, 8)
+    got = f(x, y)
+    for out, z in ((got[0], np.tanh(x) * 2.0), (got[1], y)):
+        want = np.exp(z - z.max(1, keepdims=True))
+        np.testing.assert_allclose(out, want / want.sum(1, keepdims=True), rtol=2e-6, atol=2e-6)
+    np.testing.assert_array_equal(got[1 + 1], x.T + 1.0)
+    entry = f.compiled_for(x, y)
+    stitch = [k for k in entry.program.kernels if k.kind == "stitch"]
+    # x's rows (m columns) run across the rows when short; y's (8 columns) are known
+    assert sorted(map(runs_rows_across, stitch)) == [False, True]
+    assert any(k.kind != "stitch" for k in entry.program.kernels)
+    split = units.split(entry.c_source)
+    assert [opt for name, opt, _ in split if name == "launcher"] == [units.LAUNCHER_OPT]
+    kernel_units = [(opt, text) for name, opt, text in split if name.startswith("jd_u")]
+    # the one unit with blocks of rows (`per_block`) is the one at the stitch level
+    assert sorted(opt for opt, _ in kernel_units) == \
+        sorted([units.STITCH_OPT] + [units.KERNEL_OPT] * (len(kernel_units) - 1))
+    for opt, text in kernel_units:
+        assert (opt == units.STITCH_OPT) == ("per_block" in text)
 
 
 def test_a_unit_that_fails_names_both_files(tmp_path, monkeypatch):

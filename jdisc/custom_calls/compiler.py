@@ -49,7 +49,6 @@ from jdisc.errors import CompileError
 from jdisc.version import __version__
 
 _OUTPUT_TAIL_CHARS = 4000
-_UNIT_OPTS = ("-O1", "-O2", "-O3")
 
 _BASE_CFLAGS = [
     "-std=c99", "-O3", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-march=native",
@@ -113,7 +112,10 @@ def _flag_parts(sanitize: bool) -> tuple[list[str], list[str]]:
         i = cflags.index("-O3")
         cflags[i:i + 1] = _SANITIZE_CFLAGS
     compiler = compiler_command()
-    cflags += workaround_flags(compiler, cflags, _compiler_identity(compiler), _host_cpu(),
+    # probed at each level kernels compile at: theirs are the loops the probes mimic
+    probed = [cflags] if sanitize else \
+        [_level_flags(cflags, level) for level in (units_c.KERNEL_OPT, units_c.STITCH_OPT)]
+    cflags += workaround_flags(compiler, probed, _compiler_identity(compiler), _host_cpu(),
                                cache_dir())
     cflags += ["-I", scipy_openblas32.get_include_dir(), "-I", _xla_ffi_include_dir()]
     libdir = scipy_openblas32.get_lib_dir()
@@ -292,11 +294,23 @@ def _run_compiler(cmd: list[str], compiler: list[str], c_path: str) -> None:
         )
 
 
+def _level_flags(cflags: list[str], opt: str) -> list[str]:
+    """`cflags` with its -O flag replaced by the flags of the unit level `opt`
+    (lowering/units.py LEVELS); unchanged for a level it does not know."""
+    level = units_c.LEVELS.get(opt)
+    if level is None:
+        return list(cflags)
+    out: list[str] = []
+    for f in cflags:
+        out += level if f.startswith("-O") else [f]
+    return out
+
+
 def _unit_flags(cflags: list[str], opt: str, sanitize: bool) -> list[str]:
     """A unit's compile flags: its -O level (not under the sanitizer's -O1), no -shared."""
     flags = [f for f in cflags if f != "-shared"]
-    if not sanitize and opt in _UNIT_OPTS:
-        flags = [opt if f.startswith("-O") else f for f in flags]
+    if not sanitize:
+        flags = _level_flags(flags, opt)
     return flags + ["-c"]
 
 

@@ -83,19 +83,20 @@ _verdicts: dict[tuple, list[str]] = {}
 _probing = threading.Lock()
 
 
-def workaround_flags(compiler: list[str], cflags: list[str], identity: str, host: str,
+def workaround_flags(compiler: list[str], flag_sets: list[list[str]], identity: str, host: str,
                      cache_root: str) -> list[str]:
-    """Extra flags this compiler needs with these flags on this CPU (usually none)."""
-    key = (tuple(compiler), tuple(cflags), identity, host, PROBE_VERSION)
+    """Extra flags this compiler needs on this CPU (usually none), with each of `flag_sets`
+    (the flags of each level kernels compile at: lowering/units.py LEVELS)."""
+    key = (tuple(compiler), tuple(map(tuple, flag_sets)), identity, host, PROBE_VERSION)
     if key in _verdicts:
         return _verdicts[key]
     with _probing:     # one thread probes (compiler.start_runtime_unit's, often); others wait
         if key not in _verdicts:
-            _verdicts[key] = _verdict(key, compiler, cflags, identity, cache_root)
+            _verdicts[key] = _verdict(key, compiler, flag_sets, identity, cache_root)
     return _verdicts[key]
 
 
-def _verdict(key, compiler: list[str], cflags: list[str], identity: str,
+def _verdict(key, compiler: list[str], flag_sets: list[list[str]], identity: str,
              cache_root: str) -> list[str]:
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
     path = os.path.join(cache_root, "probes", digest + ".json")
@@ -103,7 +104,7 @@ def _verdict(key, compiler: list[str], cflags: list[str], identity: str,
         with open(path, encoding="utf-8") as f:
             flags = json.load(f)["flags"]
     except (OSError, ValueError, KeyError, TypeError):
-        flags = _run_probes(compiler, cflags)
+        flags = _run_probes(compiler, flag_sets)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -112,11 +113,14 @@ def _verdict(key, compiler: list[str], cflags: list[str], identity: str,
     return flags
 
 
-def _run_probes(compiler: list[str], cflags: list[str]) -> list[str]:
+def _run_probes(compiler: list[str], flag_sets: list[list[str]]) -> list[str]:
     # only code-generation flags matter; -shared/-fPIC would make the probe a library
-    flags = [f for f in cflags if f not in ("-shared", "-fPIC")]
-    def needs(probe) -> list[str]:
-        name, source, avoided, fix = probe
+    runs = [(i, [f for f in flags if f not in ("-shared", "-fPIC")], probe)
+            for i, flags in enumerate(flag_sets) for probe in PROBES]
+
+    def needs(run) -> list[str]:
+        i, flags, (name, source, avoided, fix) = run
+        name += f"-{i}"
         if _probe_ok(compiler, flags, tmp, name, source) or \
                 _probe_ok(compiler, flags, tmp, name + "-avoided", avoided):
             return []
@@ -125,8 +129,8 @@ def _run_probes(compiler: list[str], cflags: list[str]) -> list[str]:
     extra: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jdisc-probe-") as tmp:
         # at once: on a cold cache every compile waits for the verdict
-        with ThreadPoolExecutor(max(1, len(PROBES))) as pool:
-            for fix in pool.map(needs, PROBES):
+        with ThreadPoolExecutor(max(1, len(runs))) as pool:
+            for fix in pool.map(needs, runs):
                 extra += [f for f in fix if f not in extra]
     return extra
 

@@ -313,7 +313,10 @@ class _KernelUnits:
         text = re.sub(rf"\b{re.escape(k.name)}", units_c.SELF, w.text())
         extra = (rng.C_HELPERS if k.kind == "rng" else "") + \
             (fft.declarations(fft.precision(k.root)) if k.kind == "fft" else "")
-        symbol, unit = units_c.kernel_unit(text, lapack=k.kind == "lapack", extra=extra)
+        across = k.kind == "stitch" and stitch.runs_rows_across(k)
+        symbol, unit = units_c.kernel_unit(
+            text, lapack=k.kind == "lapack", extra=extra,
+            opt=units_c.STITCH_OPT if across else units_c.KERNEL_OPT)
         self.symbols[k.name] = symbol
         if symbol not in self._seen:
             self._seen.add(symbol)

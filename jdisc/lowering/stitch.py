@@ -95,13 +95,27 @@ def _levels(ops: list[Op]) -> dict[int, int]:
     return level
 
 
+def _rows_and_columns(kernel: Kernel) -> tuple[tuple, tuple]:
+    """(row dims, column dims) of a stitch kernel: its reductions run over the columns."""
+    full = next(op for op in kernel.ops if op.name == "reduce").operands[0].shape
+    return tuple(full[:kernel.row_rank]), tuple(full[kernel.row_rank:])
+
+
+def runs_rows_across(kernel: Kernel) -> bool:
+    """Whether a stitch kernel has the path for short rows, blocks of rows reduced across
+    the rows (emit_stitch `blocked`): its rows' length is not known when compiling, and it has
+    more than one row. That path is what makes a stitch kernel slow to compile at -O3
+    (lowering/units.py STITCH_OPT)."""
+    rows_dims, cols_dims = _rows_and_columns(kernel)
+    n_rows = prod(rows_dims)
+    return not isinstance(prod(cols_dims), int) and not (isinstance(n_rows, int) and n_rows == 1)
+
+
 def emit_stitch(ctx: KernelContext) -> None:
     """Reductions over the trailing dims, their producers and their consumers, per row."""
     w, kernel, inputs, outputs, dim, assume = ctx.unpack()
-    k = kernel.row_rank
     reduces = [op for op in kernel.ops if op.name == "reduce"]
-    full = reduces[0].operands[0].shape
-    rows_dims, cols_dims = full[:k], full[k:]
+    rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows = prod(rows_dims)
     level = _levels(kernel.ops)
     root, out = kernel.root, kernel.outputs[0]
@@ -159,7 +173,7 @@ def emit_stitch(ctx: KernelContext) -> None:
         for op in reduces)
     known = prod(cols_dims)
     const = isinstance(known, int)
-    blocked = not const and not (isinstance(n_rows, int) and n_rows == 1)
+    blocked = runs_rows_across(kernel)
     lanes = 1 if integral else LANES if not const or known >= LANES else \
         LANES_SHORT if known >= LANES_SHORT else 1
     if blocked:
@@ -178,9 +192,9 @@ def emit_stitch(ctx: KernelContext) -> None:
         w("const int64_t nb = row_end - rb < per_block ? row_end - rb : per_block;")
     else:    # one row at a time: a plain row loop (which the C compiler may vectorise)
         w.open("for (int64_t rb = jd_lo; rb < row_end; rb++)")
-    arrays = k > 1 and blocked
+    arrays = kernel.row_rank > 1 and blocked
     if arrays:   # the rows' indices, split once per block (a division each)
-        w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(k))};")
+        w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(kernel.row_rank))};")
         w.open("for (int64_t l = 0; l < nb; l++)")
         w("const int64_t row = rb + l;")
         for j, name in enumerate(_row_names(w, rows_dims, dim)):

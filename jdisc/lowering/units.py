@@ -30,10 +30,23 @@ MARK = "//@jdisc unit "
 SELF = "JD_SELF"      # a kernel unit's own name, until its content names it
 BODY = "//@jdisc body\n"  # where a kernel unit that may join a bundle starts its own code
 
-# -O level per unit: the kernels' loops are the program's time; the launcher's checks and
-# calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time: benchmarks/compile_time.py),
-# and the runtime unit compiles once for every program
-KERNEL_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O1", "-O1"
+# The optimisation level of each kind of unit, named in its marker, and the flags each name
+# stands for (custom_calls/compiler.py). Kernels: -O3. A stitch kernel whose rows' length is
+# not known when compiling (it has the path for short rows, blocks of rows reduced across the
+# rows: lowering/stitch.py runs_rows_across): -O2 with -O3's vectoriser (its cost model; GCC
+# 12's -O2 vectorises only loops that need no epilogue, none with a dynamic trip count) and
+# loop unswitching. GCC's -O3 unrolls those kernels' fixed-length loops whole before it
+# vectorises, and its register allocator pays for the code: W1's and W7's softmax kernels, the
+# slowest units of their programs, compile in 0.4-0.5 of -O3's time. Their cost: a row of 100
+# or more columns reduces 10-15 % slower (-O3 keeps the 64 lanes' accumulators in registers),
+# shorter rows 0-6 % faster (CHANGELOG.md, 2026-12-06). Other kernels stay at -O3: at -O2v a
+# convolution ran 1.3-2x slower, and a reduction over rows of a few known columns 4-9x
+# (-O3 vectorises across the rows after unrolling the column loop). The launcher's checks
+# and calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time:
+# benchmarks/compile_time.py), and the runtime unit compiles once for every program.
+LEVELS = {"-O1": ("-O1",), "-O2": ("-O2",), "-O3": ("-O3",),
+          "-O2v": ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-funswitch-loops")}
+KERNEL_OPT, STITCH_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O2v", "-O1", "-O1"
 
 _BASE_INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h")
 _MESSAGE_INCLUDES = ("stdarg.h", "stdio.h")
@@ -44,11 +57,11 @@ ERROR_HELPER = c_runtime.source("jd_errors.h")
 
 
 def compile_cost(name: str, opt: str, text: str) -> int:
-    """A unit's compile time, roughly, for ordering the compiles (the longest first): -O3
-    takes several times -O1's time per character of C (W1's units, one by one: 13 us per
-    character for its largest kernel, 1-3 for the launcher and the runtime), and the skinny
-    unit is -O1 around -O3 loops (7.5 us)."""
-    return len(text) * (10 if opt == "-O3" or name == "skinny" else 2)
+    """A unit's compile time, roughly, for ordering the compiles (the longest first): a kernel
+    takes several times -O1's time per character of C (W1's and W7's units, one by one: about
+    10 us per character for the largest kernels, 1-3 for the launcher and the runtime), and
+    the skinny unit is -O1 around -O3 loops (7.5 us)."""
+    return len(text) * (10 if opt in (KERNEL_OPT, STITCH_OPT) or name == "skinny" else 2)
 
 
 def marker(name: str, opt: str) -> str:
@@ -73,12 +86,14 @@ def head(body: str, *, blas: bool = False, lapack: bool = False, extra: str = ""
     return text + extra + c_prelude(extra + body) + "\n"
 
 
-def kernel_unit(text: str, *, lapack: bool = False, extra: str = "") -> tuple[str, str]:
-    """(symbol, unit text) of a kernel whose functions `text` names with SELF."""
+def kernel_unit(text: str, *, lapack: bool = False, extra: str = "",
+                opt: str = KERNEL_OPT) -> tuple[str, str]:
+    """(symbol, unit text) of a kernel whose functions `text` names with SELF, compiled at
+    `opt`."""
     plain = not lapack and not extra
     unit = head(text, lapack=lapack, extra=extra) + (BODY if plain else "") + text
     symbol = "jd_u" + hashlib.sha256(unit.encode()).hexdigest()[:16]
-    return symbol, marker(symbol, KERNEL_OPT) + unit.replace(SELF, symbol)
+    return symbol, marker(symbol, opt) + unit.replace(SELF, symbol)
 
 
 @functools.cache
@@ -113,10 +128,10 @@ def bundle(bodies: list[str]) -> str:
 
 def split(source: str) -> list[tuple[str, str, str]]:
     """(name, -O level, text) of each unit of a program's C file; a file without markers (a
-    package written before units) is one unit, `program`, at -O3."""
+    package written before units) is one unit, `program`, at the kernels' level."""
     parts = ("\n" + source).split("\n" + MARK)
     if len(parts) == 1:
-        return [("program", "-O3", source)]
+        return [("program", KERNEL_OPT, source)]
     preamble, units = parts[0][1:], []
     for i, part in enumerate(parts[1:]):
         first, _, text = part.partition("\n")
