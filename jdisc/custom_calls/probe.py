@@ -30,13 +30,11 @@ from jdisc.lowering.stitch import LANES, LANES_SHORT
 
 # Each probe: (name, C program printing "ok" when compiled correctly, flags that avoid the bug).
 # The lane loop is written at each width of the stitch kernels' reduction loops
-# (lowering/stitch.py LANES, LANES_SHORT): how many vectors it unrolls over depends on the width.
-_MASKED_LOAD_LANES = r"""
-#include <stdint.h>
-#include <stdio.h>
-#define W WIDTH
-__attribute__((noinline)) static void lanes(int64_t n, const int32_t *restrict m,
-                                            const float *restrict a, float *restrict out) {
+# (lowering/stitch.py LANES, LANES_SHORT): how many vectors it unrolls over depends on the
+# width. Both widths are one program, so that a cold cache pays one compile per kernel level.
+_LANE_LOOP = r"""
+__attribute__((noinline)) static void lanes_W(int64_t n, const int32_t *restrict m,
+                                              const float *restrict a, float *restrict out) {
   float acc[W];
   for (int l = 0; l < W; l++) acc[l] = 0.0f;
   for (int64_t c = 0; c + W <= n; c += W) {
@@ -48,8 +46,7 @@ __attribute__((noinline)) static void lanes(int64_t n, const int32_t *restrict m
   }
   for (int l = 0; l < W; l++) out[l] = acc[l];
 }
-int main(int argc, char **argv) {
-  (void)argv;
+static int check_W(int argc) {
   int32_t m[4 * W];
   float a[4 * W], out[W], want[W] = {0};
   for (int i = 0; i < 4 * W; i++) {
@@ -57,27 +54,39 @@ int main(int argc, char **argv) {
     a[i] = (float)i;
     if (m[i]) want[i % W] += a[i];
   }
-  lanes(4 * W, m, a, out);
+  lanes_W(4 * W, m, a, out);
   for (int l = 0; l < W; l++)
-    if (out[l] != want[l]) { printf("wrong\n"); return 0; }
-  printf("ok\n");
-  return 0;
+    if (out[l] != want[l]) return 0;
+  return 1;
 }
 """
+
+
+def _lane_loops(widths: tuple[int, ...]) -> str:
+    checks = " && ".join(f"check_{w}(argc)" for w in widths)
+    return ("#include <stdint.h>\n#include <stdio.h>\n"
+            + "".join(_LANE_LOOP.replace("_W", f"_{w}").replace("[W]", f"[{w}]")
+                      .replace("4 * W", f"4 * {w}").replace("< W", f"< {w}")
+                      .replace("+ W", f"+ {w}").replace("+= W", f"+= {w}")
+                      .replace("% W", f"% {w}") for w in widths)
+            + "int main(int argc, char **argv) {\n  (void)argv;\n"
+            + f'  printf({checks} ? "ok\\n" : "wrong\\n");\n  return 0;\n}}\n')
+
+
+_MASKED_LOAD_LANES = _lane_loops((LANES, LANES_SHORT))
 
 # The same program with the per-function attribute jdisc's kernels use (lowering/codegen.py,
 # JD_KEEP_BRANCHES): if it prints "ok" where the plain one does not, the attribute avoids the
 # bug and no global flag is needed; otherwise every kernel is built without if-conversion.
 _MASKED_LOAD_LANES_KEPT = _MASKED_LOAD_LANES.replace(
-    "__attribute__((noinline)) static void lanes",
-    "__attribute__((noinline, optimize(\"no-tree-loop-if-convert\"))) static void lanes")
+    "__attribute__((noinline)) static",
+    "__attribute__((noinline, optimize(\"no-tree-loop-if-convert\"))) static")
 
 # (name, program, the same program as jdisc's kernels avoid the bug in it, global flags used
 # only when that avoidance does not work)
-PROBES = [(f"masked-load-lanes-{width}", _MASKED_LOAD_LANES.replace("WIDTH", str(width)),
-           _MASKED_LOAD_LANES_KEPT.replace("WIDTH", str(width)), ["-fno-tree-loop-if-convert"])
-          for width in (LANES, LANES_SHORT)]
-PROBE_VERSION = 3       # part of the verdict's cache key
+PROBES = [("masked-load-lanes", _MASKED_LOAD_LANES, _MASKED_LOAD_LANES_KEPT,
+           ["-fno-tree-loop-if-convert"])]
+PROBE_VERSION = 4       # part of the verdict's cache key
 
 _verdicts: dict[tuple, list[str]] = {}
 _probing = threading.Lock()
