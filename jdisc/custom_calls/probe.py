@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import string
 import subprocess
 import tempfile
 import threading
@@ -32,43 +33,41 @@ from jdisc.lowering.stitch import LANES, LANES_SHORT
 # The lane loop is written at each width of the stitch kernels' reduction loops
 # (lowering/stitch.py LANES, LANES_SHORT): how many vectors it unrolls over depends on the
 # width. Both widths are one program, so that a cold cache pays one compile per kernel level.
-_LANE_LOOP = r"""
-__attribute__((noinline)) static void lanes_W(int64_t n, const int32_t *restrict m,
-                                              const float *restrict a, float *restrict out) {
-  float acc[W];
-  for (int l = 0; l < W; l++) acc[l] = 0.0f;
-  for (int64_t c = 0; c + W <= n; c += W) {
-    for (int64_t l = 0; l < W; l++) {
+_LANE_LOOP = string.Template(r"""
+__attribute__((noinline)) static void lanes_$W(int64_t n, const int32_t *restrict m,
+                                               const float *restrict a, float *restrict out) {
+  float acc[$W];
+  for (int l = 0; l < $W; l++) acc[l] = 0.0f;
+  for (int64_t c = 0; c + $W <= n; c += $W) {
+    for (int64_t l = 0; l < $W; l++) {
       float t = 0.0f;
       if (m[c + l]) t = a[c + l];
       acc[l] = acc[l] + t;
     }
   }
-  for (int l = 0; l < W; l++) out[l] = acc[l];
+  for (int l = 0; l < $W; l++) out[l] = acc[l];
 }
-static int check_W(int argc) {
-  int32_t m[4 * W];
-  float a[4 * W], out[W], want[W] = {0};
-  for (int i = 0; i < 4 * W; i++) {
+static int check_$W(int argc) {
+  int32_t m[4 * $W];
+  float a[4 * $W], out[$W], want[$W] = {0};
+  for (int i = 0; i < 4 * $W; i++) {
     m[i] = (i % 5 == argc - 1);
     a[i] = (float)i;
-    if (m[i]) want[i % W] += a[i];
+    if (m[i]) want[i % $W] += a[i];
   }
-  lanes_W(4 * W, m, a, out);
-  for (int l = 0; l < W; l++)
+  lanes_$W(4 * $W, m, a, out);
+  for (int l = 0; l < $W; l++)
     if (out[l] != want[l]) return 0;
   return 1;
 }
-"""
+""")
 
 
 def _lane_loops(widths: tuple[int, ...]) -> str:
+    """One program checking the lane loop at each width; it prints "ok" when all are right."""
     checks = " && ".join(f"check_{w}(argc)" for w in widths)
     return ("#include <stdint.h>\n#include <stdio.h>\n"
-            + "".join(_LANE_LOOP.replace("_W", f"_{w}").replace("[W]", f"[{w}]")
-                      .replace("4 * W", f"4 * {w}").replace("< W", f"< {w}")
-                      .replace("+ W", f"+ {w}").replace("+= W", f"+= {w}")
-                      .replace("% W", f"% {w}") for w in widths)
+            + "".join(_LANE_LOOP.substitute(W=w) for w in widths)
             + "int main(int argc, char **argv) {\n  (void)argv;\n"
             + f'  printf({checks} ? "ok\\n" : "wrong\\n");\n  return 0;\n}}\n')
 
