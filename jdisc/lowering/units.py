@@ -38,9 +38,9 @@ BODY = "//@jdisc body\n"  # where a kernel unit that may join a bundle starts it
 # loop unswitching. GCC's -O3 unrolls those kernels' fixed-length loops whole before it
 # vectorises, and its register allocator pays for the code: W1's and W7's softmax kernels, the
 # slowest units of their programs, compile in 0.4-0.5 of -O3's time. Their cost: a row of 100
-# or more columns reduces 10-15 % slower (-O3 keeps the 64 lanes' accumulators in registers),
-# shorter rows 0-6 % faster (CHANGELOG.md, 2026-12-06). Other kernels stay at -O3: at -O2v a
-# convolution ran 1.3-2x slower, and a reduction over rows of a few known columns 4-9x
+# or more columns reduces 9-16 % slower (-O3 keeps the 64 lanes' accumulators in registers),
+# shorter rows 3-5 % faster (CHANGELOG.md, 2026-12-06). Other kernels stay at -O3: at -O2v a
+# convolution ran 1.3-2.2x slower, and a reduction over rows of a few known columns 3.4-9x
 # (-O3 vectorises across the rows after unrolling the column loop). The launcher's checks
 # and calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time:
 # benchmarks/compile_time.py), and the runtime unit compiles once for every program.
