@@ -338,7 +338,8 @@ def _int_bit_prelude(t: str, bits: int) -> list[str]:
 def c_prelude(uses: str) -> str:
     """The helpers the rendered expressions call, defined once per generated file: those whose
     names `uses` (the rest of the program's C) mentions, and those they call in turn."""
-    return "".join(chunk + "\n" for chunk in needed_helpers(_helper_chunks(), uses))
+    chunks = _helper_chunks()
+    return "".join(chunks[i] + "\n" for i in needed_helpers(_helper_index(), uses))
 
 
 # what a chunk defines: its functions, its types and its macros
@@ -347,11 +348,24 @@ _DEFINES = re.compile(r"^(?:static inline [\w\s*]*?\b|typedef [\w\s*]+?\b)(jd_\w
 _MENTIONS = re.compile(r"\b(?:jd|JD)_\w+")
 
 
-def needed_helpers(chunks: list[str], uses: str) -> list[str]:
-    """The chunks (C definitions of `jd_*` helpers) that `uses` needs, transitively, in their
-    order. Linear in the size of the chunks and of `uses`."""
+@functools.cache
+def _helper_index() -> tuple[dict[str, int], list[set[str]]]:
+    """Of the helper chunks: which chunk defines each name, and the names each mentions
+    (scanned once per process: every kernel unit's head asks for its helpers)."""
+    return index_chunks(_helper_chunks())
+
+
+def index_chunks(chunks: list[str]) -> tuple[dict[str, int], list[set[str]]]:
     defined_by = {name: i for i, chunk in enumerate(chunks)
                   for names in _DEFINES.findall(chunk) for name in names if name}
+    return defined_by, [set(_MENTIONS.findall(chunk)) for chunk in chunks]
+
+
+def needed_helpers(index: tuple[dict[str, int], list[set[str]]], uses: str) -> list[int]:
+    """The indices, in order, of the chunks (C definitions of `jd_*` helpers, indexed by
+    `index_chunks`) that `uses` needs, transitively. Linear in the size of `uses` and of the
+    chunks kept."""
+    defined_by, mentions = index
     keep: set[int] = set()
     todo = [defined_by[n] for n in set(_MENTIONS.findall(uses)) if n in defined_by]
     while todo:
@@ -359,8 +373,8 @@ def needed_helpers(chunks: list[str], uses: str) -> list[str]:
         if i in keep:
             continue
         keep.add(i)
-        todo += [defined_by[n] for n in set(_MENTIONS.findall(chunks[i])) if n in defined_by]
-    return [c for i, c in enumerate(chunks) if i in keep]
+        todo += [defined_by[n] for n in mentions[i] if n in defined_by]
+    return sorted(keep)
 
 
 @functools.cache
