@@ -6,6 +6,7 @@ Compiler runs are counted through a JDISC_CC wrapper script that logs each compi
 
 import ctypes
 import hashlib
+import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -167,3 +168,33 @@ def test_cache_dir_defaults(tmp_path, monkeypatch):
     assert (tmp_path / "xdg" / "jdisc").is_dir()
     monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path / "explicit"))
     assert compiler.cache_dir() == str(tmp_path / "explicit")
+
+
+def test_links_with_gold_where_it_links_else_with_the_default_linker(cache, monkeypatch):
+    real = compiler._run_compiler
+    links, broken = [], {"gold": False, "all": False}
+
+    def run(cmd, comp, c_path):
+        if "-c" not in cmd:                        # a link
+            gold = "-fuse-ld=gold" in cmd
+            links.append(gold)
+            if broken["all"] or (gold and broken["gold"]):
+                raise CompileError(f"link failed ({'gold' if gold else 'default'})")
+        return real(cmd, comp, c_path)
+    monkeypatch.setattr(compiler, "_run_compiler", run)
+    monkeypatch.setattr(compiler, "_linkers", {})
+    assert call_add(compiler.build(add_source("gold-1")), 2, 3) == 5
+    # with gold (binutils' ld.gold) where the compiler finds it, else the default linker's
+    assert links == ([True] if shutil.which("ld.gold") else [True, False])
+    # a compiler whose gold link fails: the default linker's, and gold not tried again
+    monkeypatch.setattr(compiler, "_linkers", {})
+    broken["gold"], links[:] = True, []
+    assert call_add(compiler.build(add_source("gold-2")), 2, 3) == 5
+    assert call_add(compiler.build(add_source("gold-3")), 1, 3) == 4
+    assert links == [True, False, False]
+    # a link that fails either way raises the default linker's error and decides nothing
+    monkeypatch.setattr(compiler, "_linkers", {})
+    broken["all"], links[:] = True, []
+    with pytest.raises(CompileError, match=r"link failed \(default\)"):
+        compiler.build(add_source("gold-4"))
+    assert links == [True, False] and compiler._linkers == {}
