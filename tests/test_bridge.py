@@ -216,3 +216,30 @@ def test_bad_dimension_names_and_constraints_fail_at_the_first_call(axes, constr
     with pytest.raises(jdisc.ArgumentError, match=match):
         f(np.ones(3, np.float32))
     assert f.stats().get("bridged_calls", 0) == 0
+
+
+def test_the_bridge_compiles_quickly_and_by_default_where_xla_lacks_the_option(monkeypatch,
+                                                                            cache):
+    # the bridge's one XLA compile takes QUICK_OPTIONS (it serves a call or a few while jdisc
+    # compiles); an XLA that refuses them compiles with its defaults, and the call is right
+    from jdisc import bridge
+    seen = []
+    real = jax.stages.Lowered.compile
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("compiler_options", args[0] if args else None))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(jax.stages.Lowered, "compile", spy)
+    x = np.linspace(-2, 2, 9, dtype=np.float32)
+    g = lambda x: jnp.sin(x) * 2 + jnp.exp(x)
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    assert_close(f(x), jax.jit(g)(x), 1e-6)
+    assert f.stats()["bridged_calls"] == 1 and seen[0] == bridge.QUICK_OPTIONS
+    f.compiled_for(x)
+    seen.clear()
+    monkeypatch.setattr(bridge, "QUICK_OPTIONS", {"xla_no_such_option": 1})
+    h = lambda x: jnp.cos(x) - x
+    f = jdisc.jit(h, dynamic_axes=({0: "n"},), bridge=True)
+    assert_close(f(x), jax.jit(h)(x), 1e-6)
+    assert f.stats()["bridged_calls"] == 1 and seen[:2] == [{"xla_no_such_option": 1}, None]
+    f.compiled_for(x)
