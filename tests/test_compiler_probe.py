@@ -102,36 +102,3 @@ def test_pooling_keeps_its_branches_only_where_it_tests_bounds():
     assert window_kernels("VALID") and not any(map(needs_branches, window_kernels("VALID")))
     # SAME over dynamic H/W: padding, hence a bounds test around the lane loop
     assert all(map(needs_branches, window_kernels("SAME")))
-
-
-def test_kernel_units_take_the_verdict_and_the_o1_units_do_not_wait_for_it(cache,
-                                                                           monkeypatch):
-    # on a cold probe cache, the -O1 units (launcher, runtime, skinny GEMMs) go to the compile
-    # workers before the compile waits for the probes' verdict; the kernels' units compile
-    # with its flags, the -O1 units never (the vectoriser the probes test is off at -O1)
-    import jax.numpy as jnp
-    import numpy as np
-    import jdisc
-    events = []
-    real_build = compiler._build
-
-    def workarounds(sanitize, wait=True):
-        events.append("waited" if wait else "asked")
-        return ["-DJD_TEST_VERDICT=1"] if wait else None
-
-    def build(root, cc, flags, members):       # a unit's text has no marker: its -O flags
-        events.append(("-O1" if "-O1" in flags else "kernel", "-DJD_TEST_VERDICT=1" in flags))
-        return real_build(root, cc, flags, members)
-    monkeypatch.setattr(compiler, "_workarounds", workarounds)
-    monkeypatch.setattr(compiler, "_build", build)
-    monkeypatch.setattr(compiler, "start_runtime_unit", lambda *a, **k: None)
-    f = jdisc.jit(lambda x, w: jnp.tanh(x @ w).sum(1), dynamic_axes=({0: "n"}, None),
-                  bridge=False)
-    x, w = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
-    np.testing.assert_allclose(f(x, w), np.tanh(x @ w).sum(1), rtol=1e-6)
-    assert events[0] == "asked" and events.count("waited") == 1
-    waited = events.index("waited")
-    before, after = events[1:waited], events[waited + 1:]
-    assert before and all(level == "-O1" and not extra for level, extra in before)
-    assert any(level == "kernel" for level, _ in after)
-    assert all(extra == (level == "kernel") for level, extra in after)

@@ -104,39 +104,25 @@ def compiler_command() -> list[str]:
 
 
 def _flag_parts(sanitize: bool) -> tuple[list[str], list[str]]:
-    """(compile flags, link flags), without the probes' workaround flags (`_workarounds`: only
-    the kernel levels' units take them); link flags go after the source file on the command
-    line."""
+    """(compile flags, link flags); link flags go after the source file on the command line."""
     import scipy_openblas32
 
     cflags = list(_BASE_CFLAGS)
     if sanitize:
         i = cflags.index("-O3")
         cflags[i:i + 1] = _SANITIZE_CFLAGS
+    compiler = compiler_command()
+    # probed at each level kernels compile at: theirs are the loops the probes mimic
+    probed = [cflags] if sanitize else \
+        [_level_flags(cflags, level) for level in (units_c.KERNEL_OPT, units_c.STITCH_OPT)]
+    cflags += workaround_flags(compiler, probed, _compiler_identity(compiler), _host_cpu(),
+                               cache_dir())
     cflags += ["-I", scipy_openblas32.get_include_dir(), "-I", _xla_ffi_include_dir()]
     libdir = scipy_openblas32.get_lib_dir()
     ldflags = [
         "-L", libdir, f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{libdir}", "-lm",
     ]
     return cflags, ldflags
-
-
-# The unit levels the compiler probes run at (probe.py): the kernels'. The -O1 units (the
-# launcher, the runtime and the skinny GEMMs) skip the probes' verdict: the miscompile the
-# probes look for is made by GCC's vectoriser, which does not run at -O1, and so they compile
-# on a cold cache while the probes run.
-PROBED_LEVELS = (units_c.KERNEL_OPT, units_c.STITCH_OPT)
-
-
-def _workarounds(sanitize: bool, wait: bool = True) -> list[str] | None:
-    """The probes' workaround flags for the kernel levels' units (usually none), probing on a
-    cold cache; with `wait=False`, None when that would mean probing or waiting for a probe."""
-    cflags, _ = _flag_parts(sanitize)
-    compiler = compiler_command()
-    # probed at each level kernels compile at: theirs are the loops the probes mimic
-    probed = [cflags] if sanitize else [_level_flags(cflags, level) for level in PROBED_LEVELS]
-    return workaround_flags(compiler, probed, _compiler_identity(compiler), _host_cpu(),
-                            cache_dir(), wait=wait)
 
 
 def _xla_ffi_include_dir() -> str:
@@ -146,9 +132,9 @@ def _xla_ffi_include_dir() -> str:
 
 
 def compile_flags(*, sanitize: bool = False) -> list[str]:
-    """Every flag passed to the compiler for a kernel besides the input and output paths."""
+    """Every flag passed to the compiler besides the input and output paths."""
     cflags, ldflags = _flag_parts(sanitize)
-    return cflags + _workarounds(sanitize) + ldflags
+    return cflags + ldflags
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,61 +450,41 @@ def _link_once(held: list) -> list[str]:
     return out
 
 
-def _jobs(root: str, compiler: list[str], units: list[tuple[str, str, str]], flags_of,
-          held: list) -> list[tuple]:
-    """The compiles `units` (name, -O level, text) need, as (cost, flags, [(key, text)]): each
-    unit found in the unit cache goes to `held` instead; the short kernels among the rest
-    compile in bundles. `flags_of(level)` is a level's flags."""
-    jobs, small = [], {}     # small: flags -> short kernels' (key, text, body length, -O)
-    for name, opt, text in units:
-        flags = flags_of(opt)
-        key = _cache_key(text, compiler, flags)
-        hit = _cached_object(root, key)
-        if hit is not None:
-            held.append(hit)
-        elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
-            small.setdefault(tuple(flags), []).append((key, text, len(body), opt))
-        else:
-            jobs.append((units_c.compile_cost(name, opt, text), flags, [(key, text)]))
-    for flags, kernels in small.items():
-        for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
-            cost = sum(units_c.compile_cost("", kernels[i][3], kernels[i][1]) for i in members)
-            jobs.append((cost, list(flags), [kernels[i][:2] for i in members]))
-    return jobs
-
-
 def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path: str,
              so_path: str, sha_path: str, sanitize: bool, root: str) -> None:
     """Compile the program's units (lowering/units.py) through the unit cache: those not in
-    it in parallel, the short kernels among them in bundles, the kernels' with the probes'
-    workaround flags; link them into a temp file beside `so_path`, then move it into place and
-    record its hash."""
+    it in parallel, the short kernels among them in bundles; link them into a temp file beside
+    `so_path`, then move it into place and record its hash."""
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
-    plain = [u for u in units if u[1] not in PROBED_LEVELS]
-    probed = [u for u in units if u[1] in PROBED_LEVELS]
-    held, futures, error = [], [], None
-    extra: list[str] | None = None
-
-    def flags_of(opt: str) -> list[str]:
-        return _unit_flags(cflags, opt, sanitize) + (extra if opt in PROBED_LEVELS else [])
-
-    def submit(jobs: list) -> None:
-        # the longest first: the compile ends when its slowest worker does
-        for job in sorted(jobs, key=lambda j: -j[0]):
-            futures.append(pool.submit(_build, root, compiler, *job[1:]))
+    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length, -O)
     try:
-        with ThreadPoolExecutor(compile_jobs()) as pool:
-            extra = _workarounds(sanitize, wait=False)
-            if extra is None and probed:     # the probes run (a cold cache): -O1 units first
-                submit(_jobs(root, compiler, plain, flags_of, held))
-                plain, extra = [], _workarounds(sanitize)
-            submit(_jobs(root, compiler, plain + probed, flags_of, held))
-            for f in futures:       # every future is waited for, and every lock kept
-                try:
-                    held.append(f.result())
-                except BaseException as e:
-                    error = e
+        for name, opt, text in units:
+            flags = _unit_flags(cflags, opt, sanitize)
+            key = _cache_key(text, compiler, flags)
+            hit = _cached_object(root, key)
+            if hit is not None:
+                held.append(hit)
+            elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
+                small.setdefault(tuple(flags), []).append((key, text, len(body), opt))
+            else:
+                jobs.append((units_c.compile_cost(name, opt, text), flags, [(key, text)]))
+        for flags, kernels in small.items():
+            for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
+                cost = sum(units_c.compile_cost("", kernels[i][3], kernels[i][1])
+                           for i in members)
+                jobs.append((cost, list(flags), [kernels[i][:2] for i in members]))
+        error = None
+        if jobs:
+            with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
+                # the longest first: the compile ends when its slowest worker does
+                by_cost = sorted(jobs, key=lambda j: -j[0])
+                futures = [pool.submit(_build, root, compiler, *j[1:]) for j in by_cost]
+                for f in futures:       # every future is waited for, and every lock kept
+                    try:
+                        held.append(f.result())
+                    except BaseException as e:
+                        error = e
         if error is not None:
             if isinstance(error, CompileError):
                 raise CompileError(f"{error}\nthe program's C file: {c_path}") from None
@@ -543,11 +509,10 @@ _started: set = set()
 
 
 def start_runtime_unit(sanitize: bool | None = None) -> None:
-    """Compile the runtime unit, the same in every program, and run the compiler probes (their
-    verdict read from disk, on a warm cache), each in a background thread (once per cache
-    directory and process), so that a compile that begins with an empty cache finds them done
-    by the time its own units need them: they overlap the export and the passes. What they
-    cost is off the first call's path; a failure here is left to that compile to report."""
+    """Compile the runtime unit, the same in every program, in a background thread (once per
+    cache directory and process), so that a compile that begins with an empty cache finds it
+    built by the time its own units are: it overlaps the export and the passes. What it costs
+    is off the first call's path; a failure here is left to that compile to report."""
     if sanitize is None:
         sanitize = os.environ.get("JDISC_SANITIZE", "") not in ("", "0")
     root = cache_dir()
@@ -564,13 +529,6 @@ def start_runtime_unit(sanitize: bool | None = None) -> None:
                          text)[1].close()
         except Exception:       # noqa: BLE001 - the compile that needs it reports it
             pass
-
-    def probe_it():
-        try:
-            _workarounds(sanitize)
-        except Exception:       # noqa: BLE001 - as above
-            pass
-    threading.Thread(target=probe_it, name="jdisc-probes", daemon=True).start()
     threading.Thread(target=build_it, name="jdisc-runtime-unit", daemon=True).start()
 
 

@@ -92,47 +92,33 @@ _probing = threading.Lock()
 
 
 def workaround_flags(compiler: list[str], flag_sets: list[list[str]], identity: str, host: str,
-                     cache_root: str, wait: bool = True) -> list[str] | None:
+                     cache_root: str) -> list[str]:
     """Extra flags this compiler needs on this CPU (usually none), with each of `flag_sets`
-    (the flags of each level kernels compile at: lowering/units.py LEVELS). With `wait=False`,
-    None where the verdict is neither known in this process nor on disk (the probes would have
-    to run, or are running in another thread)."""
+    (the flags of each level kernels compile at: lowering/units.py LEVELS)."""
     key = (tuple(compiler), tuple(map(tuple, flag_sets)), identity, host, PROBE_VERSION)
     if key in _verdicts:
         return _verdicts[key]
-    path = _verdict_path(key, cache_root)
-    if not wait:
-        return _read_verdict(path)
     with _probing:     # one thread probes (compiler.start_runtime_unit's, often); others wait
         if key not in _verdicts:
-            flags = _read_verdict(path)
-            if flags is None:
-                flags = _run_probes(compiler, flag_sets)
-                _write_verdict(path, identity, flags)
-            _verdicts[key] = flags
+            _verdicts[key] = _verdict(key, compiler, flag_sets, identity, cache_root)
     return _verdicts[key]
 
 
-def _verdict_path(key, cache_root: str) -> str:
+def _verdict(key, compiler: list[str], flag_sets: list[list[str]], identity: str,
+             cache_root: str) -> list[str]:
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
-    return os.path.join(cache_root, "probes", digest + ".json")
-
-
-def _read_verdict(path: str) -> list[str] | None:
+    path = os.path.join(cache_root, "probes", digest + ".json")
     try:
         with open(path, encoding="utf-8") as f:
             flags = json.load(f)["flags"]
     except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return flags if isinstance(flags, list) and all(isinstance(f, str) for f in flags) else None
-
-
-def _write_verdict(path: str, identity: str, flags: list[str]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"compiler": identity, "flags": flags}, f)
-    os.replace(tmp, path)
+        flags = _run_probes(compiler, flag_sets)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"compiler": identity, "flags": flags}, f)
+        os.replace(tmp, path)
+    return flags
 
 
 def _run_probes(compiler: list[str], flag_sets: list[list[str]]) -> list[str]:
