@@ -352,10 +352,11 @@ _MENTIONS = re.compile(r"\b(?:jd|JD)_\w+")
 def _helper_index() -> tuple[dict[str, int], list[set[str]]]:
     """Of the helper chunks: which chunk defines each name, and the names each mentions
     (scanned once per process: every kernel unit's head asks for its helpers)."""
-    return index_chunks(_helper_chunks())
+    return _index_chunks(_helper_chunks())
 
 
-def index_chunks(chunks: list[str]) -> tuple[dict[str, int], list[set[str]]]:
+def _index_chunks(chunks: list[str]) -> tuple[dict[str, int], list[set[str]]]:
+    """(name -> the index of the chunk that defines it, each chunk's mentioned names)."""
     defined_by = {name: i for i, chunk in enumerate(chunks)
                   for names in _DEFINES.findall(chunk) for name in names if name}
     return defined_by, [set(_MENTIONS.findall(chunk)) for chunk in chunks]
@@ -363,7 +364,7 @@ def index_chunks(chunks: list[str]) -> tuple[dict[str, int], list[set[str]]]:
 
 def needed_helpers(index: tuple[dict[str, int], list[set[str]]], uses: str) -> list[int]:
     """The indices, in order, of the chunks (C definitions of `jd_*` helpers, indexed by
-    `index_chunks`) that `uses` needs, transitively. Linear in the size of `uses` and of the
+    `_index_chunks`) that `uses` needs, transitively. Linear in the size of `uses` and of the
     chunks kept."""
     defined_by, mentions = index
     keep: set[int] = set()
