@@ -100,16 +100,21 @@ class Bridge:
             self.start()
 
     def _run_quick(self, args: list) -> Any:
-        """Run `self.fn` on `args` through an executable compiled with QUICK_OPTIONS."""
-        shapes = _shapes(args)
-        exe = self._quick.get(shapes)
+        """Run `self.fn` on `args`: the first call through an executable compiled with
+        QUICK_OPTIONS, later ones through it where their shapes and placement are the first
+        call's, else as `jax.jit` runs them (arrays on another device: an XLA compile for it,
+        as without the quick executable)."""
+        key = (_shapes(args), _placement(args))
+        exe = self._quick.get(key)
         if exe is None:
+            if self._quick:
+                return self.fn(*args)
             lowered = self.fn.lower(*args)      # the function's own errors raise here
             try:
                 exe = lowered.compile(compiler_options=QUICK_OPTIONS)
             except Exception:       # noqa: BLE001 - an XLA without the option: its default
                 exe = lowered.compile()
-            self._quick[shapes] = exe
+            self._quick[key] = exe
         return exe(*args)
 
     def serves(self, args: list) -> bool:
@@ -141,6 +146,13 @@ def _shapes(args: list) -> tuple:
     the program's key already): each leaf's shape, dtype and weak type."""
     return tuple((np.shape(x), str(getattr(x, "dtype", type(x))), getattr(x, "weak_type", None))
                  for x in jax.tree_util.tree_leaves(args))
+
+
+def _placement(args: list) -> tuple:
+    """Where jax.jit would run `args`, besides their shapes: the arrays' shardings and jax's
+    default device (an executable is compiled for one placement)."""
+    return (tuple(getattr(x, "sharding", None) for x in jax.tree_util.tree_leaves(args)),
+            jax.config.jax_default_device)
 
 
 def _thread_settings() -> list:

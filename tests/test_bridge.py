@@ -243,3 +243,43 @@ def test_the_bridge_compiles_quickly_and_by_default_where_xla_lacks_the_option(m
     assert_close(f(x), jax.jit(h)(x), 1e-6)
     assert f.stats()["bridged_calls"] == 1 and seen[:2] == [{"xla_no_such_option": 1}, None]
     f.compiled_for(x)
+
+
+_PLACEMENTS = r"""
+import time
+import jax, jax.numpy as jnp, numpy as np, jdisc
+from jdisc.custom_calls import compiler
+real = compiler._compile
+def slow(*a, **k):             # the compile outlasts the calls below: the bridge serves them
+    time.sleep(3)
+    return real(*a, **k)
+compiler._compile = slow
+d = jax.devices()
+assert len(d) == 2, d
+g = lambda x: jnp.sin(x) * 2
+f, xf = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True), jax.jit(g)
+a = np.linspace(0, 1, 8, dtype=np.float32)
+calls = [(None, jax.device_put(a, d[0])), (None, jax.device_put(a, d[1])),
+         (jax.default_device(d[1]), a), (None, a)]
+for ctx, x in calls:
+    if ctx is None:
+        got, want = f(x), xf(x)
+    else:
+        with ctx:
+            got, want = f(x), xf(x)
+    assert got.devices() == want.devices(), (got.devices(), want.devices())
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+# the jax.Arrays' calls ran on the bridge; the numpy arrays' (not the first call's argument
+# kind) waited for jdisc's program, which places its results as jax.jit does too
+assert f.stats()["bridged_calls"] == 2, f.stats()
+print("ok")
+"""
+
+
+def test_bridged_calls_at_the_first_shape_run_where_jax_jit_would(cache):
+    # regression: a call at the first call's shape with its array on another device ran the
+    # first call's executable, compiled for the first device, and raised a ValueError
+    from subprocess_support import run_python
+    proc = run_python(_PLACEMENTS, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+                      JDISC_CACHE_DIR=str(cache))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
