@@ -152,7 +152,7 @@ def _placement(args: list) -> tuple:
     """Where jax.jit would run `args`, besides their shapes: the arrays' shardings and jax's
     default device (an executable is compiled for one placement)."""
     return (tuple(getattr(x, "sharding", None) for x in jax.tree_util.tree_leaves(args)),
-            jax.config.jax_default_device)
+            getattr(jax.config, "jax_default_device", None))
 
 
 def _thread_settings() -> list:
