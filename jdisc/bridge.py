@@ -53,7 +53,7 @@ class Bridge:
 
     def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
         self.fn = fn                   # jax.jit of the function (a fallback's, if jdisc fails)
-        self._quick: dict = {}         # argument shapes -> the bridge's XLA executable
+        self._quick: dict = {}         # (shapes, placement) -> the bridge's XLA executable
         self._settings = _thread_settings()      # the caller's jax.enable_x64(...) and such
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
