@@ -12,7 +12,9 @@ its KV cache 37 long), which waits for the compile (by default the first call ru
 while jdisc compiles: benchmarks/first_call.py), split by `stats()["stage_seconds"]` (the cold
 one's) into the driver's stages (export, mlir, import, passes, c, library; `cc` is the C
 compiler's part of `library`) and the rest of the call. XLA: `jax.jit(fn).lower(*args)` (trace
-and lower) and `.compile()` at the same shape. Medians over the repeats; `cold / XLA` = jdisc's
+and lower) and `.compile()` at the same shape. Also the CPU seconds of the C compiler's runs
+within jdisc's first call (its child processes', from getrusage: steadier than wall time on a
+busy machine; two cores share them). Medians over the repeats; `cold / XLA` = jdisc's
 first call / XLA's lower + compile. XLA's own compile cache is not persistent here (jax's
 default), so its side is always cold.
 """
@@ -29,7 +31,7 @@ import tempfile
 import time
 
 _CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 import jax, numpy as np
 import jdisc
 from jdisc.bench.workloads import workloads
@@ -50,13 +52,17 @@ t1 = time.perf_counter()
 lowered.compile()
 t2 = time.perf_counter()
 f = jdisc.jit(fn, dynamic_axes=axes, bridge=False)   # the compile, not jax.jit's
+r3 = resource.getrusage(resource.RUSAGE_CHILDREN)
 t3 = time.perf_counter()
 jax.block_until_ready(f(*args))
 t4 = time.perf_counter()
+r4 = resource.getrusage(resource.RUSAGE_CHILDREN)
+cc_cpu = (r4.ru_utime - r3.ru_utime) + (r4.ru_stime - r3.ru_stime)   # the C compiler's runs
 st = f.stats()
 assert st["compiles"] == 1 and st.get("stage_seconds"), st
 print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "jdisc_first": t4 - t3,
-                  "stages": st.get("stage_seconds", {}), "compiles": st["compiles"]}))
+                  "stages": st.get("stage_seconds", {}), "compiles": st["compiles"],
+                  "cc_cpu": cc_cpu}))
 """
 
 STAGES = ("export", "mlir", "import", "passes", "c", "library", "cc")
@@ -97,7 +103,7 @@ def main() -> None:
     rows = []
     for name in a.workloads.split(","):
         runs = [one(name, False) for _ in range(a.repeats)]
-        warm = [one(name, True)["jdisc_first"] for _ in range(a.repeats)]
+        warm = [one(name, True) for _ in range(a.repeats)]
 
         def med(get):
             return statistics.median(get(r) for r in runs)
@@ -106,18 +112,21 @@ def main() -> None:
                "jdisc_first": med(lambda r: r["jdisc_first"])}
         for s in STAGES:
             row[s] = med(lambda r: r["stages"].get(s, 0.0))
-        row["new_program"] = statistics.median(warm)
+        row["new_program"] = statistics.median(r["jdisc_first"] for r in warm)
+        row["cc_cpu"] = med(lambda r: r["cc_cpu"])
+        row["new_cc_cpu"] = statistics.median(r["cc_cpu"] for r in warm)
         xla = row["xla_lower"] + row["xla_compile"]
         row["ratio"], row["new_ratio"] = row["jdisc_first"] / xla, row["new_program"] / xla
         rows.append(row)
     head = ["W", "XLA lower", "XLA compile", "jdisc cold", *STAGES, "cold / XLA",
-            "jdisc new program", "new / XLA"]
+            "jdisc new program", "new / XLA", "cc CPU cold", "cc CPU new"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for r in rows:
         cells = [r["workload"], *(f"{r[k]:.3f}" for k in ("xla_lower", "xla_compile",
                                                           "jdisc_first", *STAGES)),
-                 f"{r['ratio']:.2f}", f"{r['new_program']:.3f}", f"{r['new_ratio']:.2f}"]
+                 f"{r['ratio']:.2f}", f"{r['new_program']:.3f}", f"{r['new_ratio']:.2f}",
+                 f"{r['cc_cpu']:.3f}", f"{r['new_cc_cpu']:.3f}"]
         print("| " + " | ".join(cells) + " |")
     print("load average after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if a.json:
@@ -141,17 +150,20 @@ def print_table(paths: list[str]) -> None:
 
     def cells(w, get, fmt):
         return " / ".join(fmt.format(get(run[w])) for run in runs if w in run)
+    cpu = all("cc_cpu" in r for run in runs for r in run.values())
     print("| W | XLA lower + compile s | jdisc cold s | cold / XLA | C compiler s (cold) | "
-          "jdisc new program s | new / XLA |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "jdisc new program s | new / XLA |" + (" C compiler CPU s, cold | new program |"
+                                                 if cpu else ""))
+    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if cpu else ""))
     for w in runs[0]:
         print(f"| {w} | {cells(w, lambda r: r['xla_lower'] + r['xla_compile'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['jdisc_first'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['ratio'], '{:.2f}')} | "
               f"{cells(w, lambda r: r['cc'] if r['export'] else 'n/a', '{}')} | "
               f"{cells(w, lambda r: r['new_program'], '{:.3f}')} | "
-              f"{cells(w, lambda r: r['new_ratio'], '{:.2f}')} |")
-
+              f"{cells(w, lambda r: r['new_ratio'], '{:.2f}')} |" +
+              (f" {cells(w, lambda r: r['cc_cpu'], '{:.3f}')} | "
+               f"{cells(w, lambda r: r['new_cc_cpu'], '{:.3f}')} |" if cpu else ""))
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,9 @@ INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h"
 
 @pytest.mark.parametrize("name", c_runtime.HEADERS)
 def test_header_compiles_on_its_own(name, tmp_path):
-    src = ["#define _POSIX_C_SOURCE 200112L"] + [f"#include <{h}>" for h in INCLUDES]
+    src = ["#define _POSIX_C_SOURCE 200112L"]
+    if name != "jd_libc.h":     # it stands in for them (lowering/units.py head)
+        src += [f"#include <{h}>" for h in INCLUDES]
     if name in ("jd_fft_real.h", "jd_fft_api.h"):   # pasted once per precision (fft.py)
         from jdisc.lowering import fft
         src.append(c_runtime.source("jd_shared.h"))
@@ -60,3 +62,79 @@ def test_a_program_carries_the_headers_it_uses():
 def jnp_tanh(x):
     import jax.numpy as jnp
     return jnp.tanh(x)
+
+
+# the headers a unit without a C library header of its own carries, after jd_libc.h
+# (lowering/units.py head); jd_half.h and jd_rng.h come with what they use
+PLAIN_UNIT_HEADERS = ("jd_dims.h", "jd_shared.h", "jd_errors.h", "jd_fp.h", "jd_arena.h",
+                      "jd_math.h", "jd_half.h", "jd_rng.h", "jd_skinny.h", "jd_keep_branches.h")
+
+
+def test_plain_unit_headers_compile_after_jd_libc_alone(tmp_path):
+    """jd_libc.h declares all that these headers call: no C library header, no warning, and
+    an undeclared call would be an error."""
+    src = ["#define _POSIX_C_SOURCE 200112L", c_runtime.source("jd_libc.h")]
+    src += [c_runtime.source(h) for h in PLAIN_UNIT_HEADERS]
+    path = tmp_path / "t.c"
+    path.write_text("\n".join(src) + "\n")
+    proc = subprocess.run(["cc", "-std=c99", "-fopenmp-simd", "-fsyntax-only", "-Wall", "-Wextra",
+                           "-Werror", "-march=native", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _math_program(x, y, i):
+    import jax.numpy as jnp
+    a = jnp.tanh(x) + jnp.exp(x) * jnp.log1p(jnp.abs(y)) - jax_nn_logistic(y)
+    b = jnp.sin(x.astype(jnp.float64)) ** 2 + jnp.fmod(y, 1.5) + jnp.round(x) + jnp.floor(y)
+    c = jnp.where(jnp.isfinite(a), a, 0.0) + jnp.maximum(x, y) + jnp.sqrt(jnp.abs(x))
+    return a.sum(), b, c, (i // 3) % 5, x[i[0] % x.shape[0]]
+
+
+def jax_nn_logistic(v):
+    import jax
+    return jax.nn.sigmoid(v)
+
+
+def _numbered_labels(asm: str) -> str:
+    """GCC's local labels (.LFB20, .LC3) renumbered in order of appearance, and the source
+    line markers of inline assembly dropped: the count of declarations and lines before a
+    function shifts them, not the code."""
+    import re
+    seen: dict[str, str] = {}
+    asm = re.sub(r'^\s*# \d+ "u\.c" \d+\n', "", asm, flags=re.M)
+    return re.sub(r"\.L[A-Za-z]*\d+\b",
+                  lambda m: seen.setdefault(m.group(), f".L{len(seen)}"), asm)
+
+
+def test_jd_libc_gives_the_code_the_c_library_headers_give(tmp_path):
+    """Each unit of a program with math of both precisions, integer division, a gather and
+    error checks compiles to the same assembly with jd_libc.h as with the C library's headers
+    in its place: the declarations and macros are the headers' own."""
+    import jax
+    from jdisc.custom_calls import compiler
+    from jdisc.lowering import units
+    with jax.enable_x64(True):
+        f = jdisc.jit(_math_program, dynamic_axes=({0: "n"}, {0: "n"}, {0: "n"}))
+        c = f.compiled_for(np.ones(5, np.float32), np.ones(5, np.float32),
+                           np.ones(5, np.int32)).c_source
+    headers = "\n".join(f"#include <{h}>" for h in units._BASE_INCLUDES + units._MESSAGE_INCLUDES)
+    flags = compiler.compile_flags()
+    flags = [f for f, prev in zip(flags, [""] + flags)
+             if not f.startswith(("-L", "-l", "-Wl", "-shared")) and prev != "-L"]
+    compared = 0
+    for name, opt, text in units.split(c):
+        if units.LIBC not in text:
+            continue
+        asm = []
+        for variant, body in (("libc", text), ("headers", text.replace(units.LIBC, headers))):
+            d = tmp_path / variant
+            d.mkdir(exist_ok=True)
+            (d / "u.c").write_text(body)
+            level = list(units.LEVELS.get(opt, ("-O3",)))
+            proc = subprocess.run(["cc", *flags, *level, "-S", "u.c", "-o", "u.s"], cwd=d,
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+            asm.append(_numbered_labels((d / "u.s").read_text()))
+        assert asm[0] == asm[1], name
+        compared += 1
+    assert compared >= 3

@@ -60,7 +60,9 @@ _BASE_CFLAGS = [
     # LLVM fuses them: one rounding instead of two, and the transcendentals' polynomials,
     # LayerNorm's and GELU's arithmetic take half the instructions
     "-ffp-contract=fast",
-    "-Wall", "-Werror=return-type", "-Wno-unused-function", "-Wno-unused-variable",
+    # a call to an undeclared function is an error, not an implicit int: the units declare
+    # the C library themselves (lowering/c_runtime/jd_libc.h)
+    "-Wall", "-Werror=return-type", "-Werror=implicit-function-declaration", "-Wno-unused-function", "-Wno-unused-variable",
     "-Wno-unused-but-set-variable",
     "-pipe",    # the assembly goes to the assembler through a pipe: 2-3 ms less per unit
 ]

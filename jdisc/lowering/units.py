@@ -54,6 +54,7 @@ _ERROR_NAMES = re.compile(r"\bjd_(?:tdiv|trem|copy|error)\b")
 
 KEEP_BRANCHES_MACRO = c_runtime.source("jd_keep_branches.h")
 ERROR_HELPER = c_runtime.source("jd_errors.h")
+LIBC = c_runtime.source("jd_libc.h")
 
 
 def compile_cost(name: str, opt: str, text: str) -> int:
@@ -68,22 +69,38 @@ def marker(name: str, opt: str) -> str:
     return f"{MARK}{name} {opt}\n"
 
 
+_LIBC_GUARDED = re.compile(r"^#ifndef JD_LIBC_H\b.*?^#endif", re.M | re.S)
+
+
+def _includes_libc(text: str) -> bool:
+    """Whether `text` includes a header of the C library itself, besides the includes jdisc's
+    own headers make only where jd_libc.h has not declared what they use."""
+    return "#include <" in _LIBC_GUARDED.sub("", text)
+
+
 def head(body: str, *, blas: bool = False, lapack: bool = False, extra: str = "") -> str:
-    """What a unit whose own code is `body` starts with: the includes it needs, jdisc's shared
-    declarations, `extra` (whole runtime headers: jd_fft.h, jd_rng.h) and the scalar helpers
-    the body and `extra` call."""
+    """What a unit whose own code is `body` starts with: the C library's declarations it
+    needs, jdisc's shared declarations, `extra` (whole runtime headers: jd_fft.h, jd_rng.h)
+    and the scalar helpers the body and `extra` call. The C library comes as jd_libc.h's
+    declarations, or as its headers where the unit includes one of them itself (complex.h,
+    time.h), calls BLAS or LAPACK (whose headers include the C library's), or is the
+    runtime."""
     errors = bool(_ERROR_NAMES.search(body))
+    helpers = c_prelude(extra + body)
     lines = ["#define _POSIX_C_SOURCE 200112L   /* posix_memalign */", KEEP_BRANCHES_MACRO]
-    includes = _BASE_INCLUDES + (_MESSAGE_INCLUDES if errors else ()) \
-        + (("cblas.h",) if blas or "cblas_" in body else ())
-    lines += [f"#include <{inc}>" for inc in includes]
+    if blas or lapack or "cblas_" in body or _includes_libc(body + extra + helpers):
+        includes = _BASE_INCLUDES + (_MESSAGE_INCLUDES if errors else ()) \
+            + (("cblas.h",) if blas or "cblas_" in body else ())
+        lines += [f"#include <{inc}>" for inc in includes]
+    else:
+        lines.append(LIBC)
     if lapack:     # it includes <complex.h>: drop its macros
         lines.append("#include <lapacke.h>\n#undef I\n#undef complex")
     text = "\n".join(lines) + "\n" + c_runtime.source("jd_dims.h") + \
         c_runtime.source("jd_shared.h") + "\n"
     if errors:
         text += ERROR_HELPER + "\n"
-    return text + extra + c_prelude(extra + body) + "\n"
+    return text + extra + helpers + "\n"
 
 
 def kernel_unit(text: str, *, lapack: bool = False, extra: str = "",

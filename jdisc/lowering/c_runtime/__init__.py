@@ -1,5 +1,6 @@
 """jdisc's fixed C: the helpers a generated program is built with, one header per concern.
 
+    jd_libc.h           the C library functions generated C calls, declared (no system headers)
     jd_dims.h           floor division, modulo, min and max of dimension expressions
     jd_errors.h         the error message a failed check or kernel leaves for the caller
     jd_fp.h             subnormals flushed as XLA:CPU flushes them, on every thread of a call
@@ -37,7 +38,7 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
-HEADERS = ("jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_skinny.h",
+HEADERS = ("jd_libc.h", "jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h", "jd_skinny.h",
            "jd_gemm.h",
            "jd_ffi.h", "jd_arena.h", "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h",
            "jd_keep_branches.h")

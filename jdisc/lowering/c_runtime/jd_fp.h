@@ -6,8 +6,10 @@
    Loads, stores and bit casts never change a value: a copy of a subnormal stays one. */
 #ifndef JD_FP_H
 #define JD_FP_H
+#ifndef JD_LIBC_H   /* else jd_libc.h declared what this uses */
 #include <stdlib.h>
 #include <string.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 typedef unsigned int jd_fp_state;
 #define JD_FP_FLUSH 0x8040u          /* MXCSR: FTZ (bit 15) and DAZ (bit 6) */

@@ -1,9 +1,11 @@
 
 #ifndef JD_CMATH_H
 #define JD_CMATH_H
+#ifndef JD_LIBC_H   /* else jd_libc.h declared what this uses */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#endif
 
 /* a * b + c, fused (one rounding) where the target has a fast fma, else as written: the
  * polynomials below are accurate either way, and twice as fast fused (GCC does not contract

@@ -4,7 +4,9 @@
    here are defined once, in the runtime unit, and stay inside the library (hidden). */
 #ifndef JD_SHARED_H
 #define JD_SHARED_H
+#ifndef JD_LIBC_H   /* else jd_libc.h declared what this uses */
 #include <stdint.h>
+#endif
 #define JD_RT __attribute__((visibility("hidden")))
 /* a kernel's entry: weak, since two objects in the unit cache may both hold it (a kernel
    compiled in two bundles: lowering/units.py), and any one of them serves */
