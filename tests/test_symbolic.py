@@ -417,6 +417,30 @@ def test_to_c_matches_evaluate(tmp_path):
     assert [int(x) for x in run.stdout.split()] == expected
 
 
+def test_c_floordiv_and_mod_are_pythons(tmp_path):
+    """jd_floordiv and jd_mod (branch-free) against Python's // and % over every sign pairing,
+    remainders zero and not, and operands near the int64 limits."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    big = 2 ** 63 - 1
+    values = list(range(-40, 41)) + [big, big - 1, -big, -big + 1, 2 ** 40 + 3, -(2 ** 40) - 3]
+    divisors = [d for d in range(-9, 10) if d] + [big, -big, 2 ** 31, -(2 ** 31) - 7]
+    pairs = [(a, b) for a in values for b in divisors]
+    body = "\n".join(f'  printf("%lld %lld\\n", (long long)jd_floordiv({a}LL, {b}LL), '
+                     f'(long long)jd_mod({a}LL, {b}LL));' for a, b in pairs)
+    source = tmp_path / "divmod.c"
+    source.write_text(C_DIMS + "#include <stdio.h>\nint main(void) {\n" + body
+                      + "\n  return 0;\n}\n")
+    exe = tmp_path / "divmod"
+    build = subprocess.run([cc, "-std=c99", "-O2", "-Wall", "-Werror", "-o", str(exe),
+                            str(source)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    for (a, b), line in zip(pairs, out):
+        assert [int(x) for x in line.split()] == [a // b, a % b], (a, b)
+
+
 def test_relaxed_nonnegativity_through_min_and_max():
     a, b = var("a"), var("b")
     assert nonneg_relaxed(4 * a * a - 4 * a * dmin(a, 2))            # a*(a - min(a, 2))
