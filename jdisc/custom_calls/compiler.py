@@ -62,8 +62,8 @@ _BASE_CFLAGS = [
     "-ffp-contract=fast",
     # a call to an undeclared function is an error, not an implicit int: the units declare
     # the C library themselves (lowering/c_runtime/jd_libc.h)
-    "-Wall", "-Werror=return-type", "-Werror=implicit-function-declaration", "-Wno-unused-function", "-Wno-unused-variable",
-    "-Wno-unused-but-set-variable",
+    "-Wall", "-Werror=return-type", "-Werror=implicit-function-declaration",
+    "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
     "-pipe",    # the assembly goes to the assembler through a pipe: 2-3 ms less per unit
 ]
 _SANITIZE_CFLAGS = [

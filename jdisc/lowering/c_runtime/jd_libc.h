@@ -2,7 +2,7 @@
    GCC spends about 7 ms of every unit's compile reading <stdint.h>, <stdlib.h>, <string.h> and
    <math.h> (5.5 of them in <math.h>), a third of a small kernel's compile; these declarations
    cost nothing measurable. They are C99's own prototypes and glibc's macro definitions (the
-   same code comes out: tests/test_c_runtime.py compares the objects), and a unit that needs a
+   same code comes out: tests/test_c_runtime.py compares the assembly), and a unit that needs a
    header of the C library itself (BLAS, LAPACK, complex.h, the runtime unit) includes the
    real headers instead of this one (lowering/units.py). <stddef.h> and <stdarg.h> are the
    compiler's own, read in no measurable time. */
