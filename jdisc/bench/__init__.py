@@ -8,14 +8,14 @@ one compile per shape) on the built-in workloads W1..W4 (and W5, W6, W7 on reque
 For each workload and each of `--shapes` distinct (B, S) shapes (B in 1..8, S in 16..512, drawn
 by a seeded generator in turn from four classes: small, odd, prime and large sizes; the default
 seed comes from jdisc's version, so every release measures shapes nobody tuned for; W3 uses
-N = B*S) it measures XLA's compile time (`lower().compile()`), and the
-steady-state time of jdisc and of XLA's executable, interleaved call by call in this process
-(medians of `--repeats`). Interleaved with those calls it times a baseline: for W2 (memory-bound)
-a `np.copyto` between two preallocated float32 buffers of (input + output bytes) / 2 each, so
-memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes / time); for W1 and W3
-(GEMM-bound) the bare sgemm calls one forward pass makes, through the OpenBLAS jdisc links
-(scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc may use), each on its
-own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It
+N = B*S) it measures XLA's compile time (`lower().compile()`), and the steady-state time of
+jdisc and of XLA's executable, interleaved call by call in this process (medians of
+`--repeats`, after WARM_CALLS calls of each). After those calls it times a baseline:
+for W2 (memory-bound) a `np.copyto` between two preallocated float32 buffers of (input + output
+bytes) / 2 each, so memcpy, jdisc and XLA all move the same bytes (GB/s = input + output bytes /
+time); for W1 and W3 (GEMM-bound) the bare sgemm calls one forward pass makes, through the
+OpenBLAS jdisc links (scipy_openblas32, ctypes) with OpenBLAS's own threads (as many as jdisc
+may use), each on its own preallocated random operands (GFLOP/s = the workload's flops / time for all three). It
 also reports jdisc's kernels by kind and times a stream that visits every shape twice in a
 shuffled order, each side starting cold (jdisc as users get it: its first call bridged by
 jax.jit while it compiles, jdisc.bridge). Progress goes to stderr, tables to stdout; `--plot`
@@ -294,6 +294,12 @@ def _timed_stream(fn, args: list, order: list[int]) -> tuple[float, float]:
     return time.perf_counter() - t0, first
 
 
+# Calls of each side at a shape before its timed repeats: right after a compile, W3's 3rd to
+# 5th calls at N = 31 took 1.6-2.2x its later ones (its pool's threads starting, buffers first
+# touched), and XLA's varied as much.
+WARM_CALLS = 3
+
+
 def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, seed: int,
                    blas) -> dict:
     """All measurements for one workload; see the module docstring."""
@@ -309,21 +315,26 @@ def bench_workload(wl: Workload, shapes: list[tuple[int, int]], repeats: int, se
         t0 = time.perf_counter()
         xc = jax.jit(wl.fn).lower(*a).compile()
         xla_compile_s = time.perf_counter() - t0
-        _, out_j = timed(jf, a)                  # warm-up call of each
-        _, out_x = timed(xc, a)
+        for _ in range(WARM_CALLS):             # warm-up calls of each, in turn
+            _, out_j = timed(jf, a)
+            _, out_x = timed(xc, a)
         err = max_abs_diff(out_j, out_x)
         if not err <= 1e-3:
             log(f"[{wl.name}] WARNING: B={b} S={s}: jdisc and XLA outputs differ by {err:.3g}")
         io_bytes = nbytes_of(a, out_j)          # inputs (params too) read, outputs written
         base, base_fn, base_work = make_baseline(wl, b, s, io_bytes, blas)
-        if base_fn:
-            base_fn()                           # warm-up: first touch of its buffers
         tj, tx, tb = [], [], []
         LOAD_SAMPLES.append(runnable_others())
-        for _ in range(repeats):                # jdisc, XLA, baseline, in turn
+        for _ in range(repeats):                # jdisc and XLA in turn
             tj.append(timed(jf, a)[0])
             tx.append(timed(xc, a)[0])
-            tb += [timed(base_fn, ())[0]] if base_fn else []
+        # then the baseline, no longer in turn with them (until 2026-12-06): the sgemm baseline
+        # runs on OpenBLAS's own threads, which spin on both cores for a while after each call;
+        # called between them, it made W3 at N = 31 take 1.30-1.45 ms in jdisc instead of
+        # 0.86-0.93, and 1.8-1.9 in XLA instead of 1.2-1.6
+        if base_fn:
+            base_fn()                           # warm-up: first touch of its buffers
+            tb = [timed(base_fn, ())[0] for _ in range(repeats)]
         jms, xms = 1e3 * statistics.median(tj), 1e3 * statistics.median(tx)
         flops = wl.flops(b, s)
         row = {"B": b, "S": s, "jdisc_ms": jms, "xla_ms": xms, "ratio": jms / xms,
@@ -534,7 +545,7 @@ def run(opts: argparse.Namespace) -> None:
               f"ratio = jdisc / xla (lower is better for jdisc); XLA compile = "
               f"jax.jit(fn).lower(*args).compile(); once-per-process start-up costs paid by a "
               f"throwaway warm-up first")
-        print("baselines, interleaved with the calls above: W2 memcpy = np.copyto between "
+        print("baselines, timed after the calls above at each shape: W2 memcpy = np.copyto between "
               "two preallocated float32 buffers of (in+out bytes)/2 each, GB/s = (in+out "
               "bytes) / time; W1/W3 sgemm = the forward pass's GEMMs as bare "
               "scipy_cblas_sgemm(_batch_strided) calls, GFLOP/s = workload flops / time; "
