@@ -118,9 +118,7 @@ def test_jd_libc_gives_the_code_the_c_library_headers_give(tmp_path):
         c = f.compiled_for(np.ones(5, np.float32), np.ones(5, np.float32),
                            np.ones(5, np.int32)).c_source
     headers = "\n".join(f"#include <{h}>" for h in units._BASE_INCLUDES + units._MESSAGE_INCLUDES)
-    flags = compiler.compile_flags()
-    flags = [f for f, prev in zip(flags, [""] + flags)
-             if not f.startswith(("-L", "-l", "-Wl", "-shared")) and prev != "-L"]
+    cflags, _ = compiler._flag_parts(False)
     compared = 0
     for name, opt, text in units.split(c):
         if units.LIBC not in text:
@@ -130,9 +128,9 @@ def test_jd_libc_gives_the_code_the_c_library_headers_give(tmp_path):
             d = tmp_path / variant
             d.mkdir(exist_ok=True)
             (d / "u.c").write_text(body)
-            level = list(units.LEVELS.get(opt, ("-O3",)))
-            proc = subprocess.run(["cc", *flags, *level, "-S", "u.c", "-o", "u.s"], cwd=d,
-                                  capture_output=True, text=True)
+            flags = [f for f in compiler._unit_flags(cflags, opt, False) if f != "-c"]
+            proc = subprocess.run([*compiler.compiler_command(), *flags, "-S", "u.c", "-o",
+                                   "u.s"], cwd=d, capture_output=True, text=True)
             assert proc.returncode == 0, proc.stderr
             asm.append(_numbered_labels((d / "u.s").read_text()))
         assert asm[0] == asm[1], name
