@@ -42,7 +42,12 @@ def assert_close(got, want, tol, what=""):
         want = np.stack([want.real, want.imag], -1)
     both_nan = np.isnan(got) & np.isnan(want)
     assert not (np.isnan(got) ^ np.isnan(want)).any(), f"{what}: NaNs differ"
-    got, want = np.where(both_nan, 0, got), np.where(both_nan, 0, want)
+    # infinities exactly, each where jax has the same one; then left out of the scale and the
+    # error (an infinite scale would let every finite difference through)
+    inf = np.isinf(want)
+    assert (np.isinf(got) == inf).all() and (got[inf] == want[inf]).all(), \
+        f"{what}: infinities differ"
+    got, want = np.where(both_nan | inf, 0, got), np.where(both_nan | inf, 0, want)
     scale = max(1.0, float(np.abs(want).max()))
     err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.1g} * {scale:.3g}"

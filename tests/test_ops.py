@@ -577,3 +577,16 @@ def test_short_rows_in_blocks(rng):
     rows_only = ({0: "B", 1: "S"},) * 3
     for n in (3, 20, 100):
         run(jdisc.jit(f, dynamic_axes=rows_only), [(1, 17, n), (2, 5, n)])
+
+
+def test_assert_close_fails_where_jax_has_an_infinity_and_jdisc_does_not():
+    # the suite's comparison: an infinity in the expected output must not make the bound
+    # infinite (3.0 against inf passed before 2026-12-06); equal infinities pass
+    inf = np.float32(np.inf)
+    want = np.array([1.0, inf, -inf], np.float32)
+    assert_close(want.copy(), want, 1e-6, "equal")
+    for got in ([1.0, 3.0, -inf], [1.0, inf, inf], [1.0, inf, 0.0], [1.5, inf, -inf]):
+        with pytest.raises(AssertionError):
+            assert_close(np.array(got, np.float32), want, 1e-6, "differs")
+    with pytest.raises(AssertionError):      # an infinity jax does not have
+        assert_close(np.array([1.0, inf], np.float32), np.array([1.0, 2.0], np.float32), 1e-6)
