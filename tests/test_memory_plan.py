@@ -76,6 +76,15 @@ def intermediates(prog):
             for v in k.outputs if v.id not in results}
 
 
+def in_place_pairs(prog):
+    """(input id, output id) of each kernel that writes its output over a dying input: a
+    single-output loop kernel whose two pointers are declared without `restrict`."""
+    return {(x.id, k.outputs[0].id) for k in prog.kernels
+            if k.kind == "loop" and len(k.outputs) == 1 and k.outputs[0].id in k.shared_buffers
+            for x in k.inputs if x.id in k.shared_buffers and x.id in prog.memory.assignment
+            and prog.memory.assignment[x.id] == prog.memory.assignment[k.outputs[0].id]}
+
+
 def random_envs(prog, n=25, seed=0):
     names = set()
     for v, _ in intermediates(prog).values():
@@ -237,9 +246,11 @@ def test_plan_is_sound(name):
     for vid, slot in plan.assignment.items():
         by_slot.setdefault(slot, []).append(vid)
         assert plan.slots[slot].fits(bufs[vid][0])
+    pairs = in_place_pairs(prog)
     for vids in by_slot.values():
-        spans = sorted(plan.live[v] for v in vids)
-        assert all(prev[1] < nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
+        spans = sorted((plan.live[v], v) for v in vids)
+        for (prev, a), (nxt, b) in zip(spans, spans[1:]):
+            assert prev[1] < nxt[0] or (prev[1] == nxt[0] and (a, b) in pairs), spans
     for env in random_envs(prog):
         for vid, slot in plan.assignment.items():
             assert ev(buffer_bytes(bufs[vid][0]), env) <= ev(plan.slots[slot].size, env)
@@ -262,7 +273,9 @@ def test_simulated_run_reads_what_was_written(name):
             if r.id in plan.assignment:
                 assert owner[plan.assignment[r.id]] == r.id, (k.name, r)
         written = [plan.assignment[v.id] for v in k.outputs if v.id in plan.assignment]
-        assert len(set(written)) == len(written) and not set(written) & read, k.name
+        over = {plan.assignment[x] for x, v in in_place_pairs(prog) if v in
+                {o.id for o in k.outputs}}     # written in place over an input that dies here
+        assert len(set(written)) == len(written) and set(written) & read <= over, k.name
         for v in k.outputs:
             if v.id in plan.assignment:
                 owner[plan.assignment[v.id]] = v.id
@@ -291,3 +304,46 @@ def test_plan_is_deterministic_and_described():
     assert len(lines) == len(one.slots) + 1
     assert lines[0].startswith("slot 0: size ") and "jd_k" in lines[0]
     assert lines[-1].startswith(f"arena: {one.arena_bytes} bytes")
+
+
+# ---- (4) in place: an elementwise kernel writes over the input that dies at it -----------------
+
+def _ir(fn, *shapes):
+    return to_ir(fn, tuple({0: "N"} if i == 0 else None for i in range(len(shapes))),
+                 *(np.ones(s, np.float32) for s in shapes))
+
+
+def _in_place_kernels(prog):
+    written = {v for _, v in in_place_pairs(prog)}
+    return {k.name for k in prog.kernels if k.outputs and k.outputs[0].id in written}
+
+
+def test_bias_and_relu_after_a_gemm_write_over_its_output():
+    prog, plan = planned("W3")
+    (x, v), = in_place_pairs(prog)
+    k = next(k for k in prog.kernels if k.outputs[0].id == v)
+    assert k.kind == "loop" and k.name.endswith("add_maximum") and {x, v} <= k.shared_buffers
+    assert plan.arena_bytes == 10240 * symbolic.var("N")    # [N, 2048] once, [N, 512] once
+    assert any(name.endswith("(in place)") for s in plan.slots for name in s.buffers)
+
+
+@pytest.mark.parametrize("fn, why", [
+    (lambda x, w: jnp.tanh(x @ w) @ w, None),      # the control: in place
+    (lambda x, w: (jax.nn.relu(x @ w) @ w, (x @ w).sum(0)), "read again later"),
+    (lambda x, w: jnp.tanh(x @ w)[::-1] @ w, "read reversed"),
+    (lambda x, w: (jnp.tanh(x @ w) * (x @ w)[:1]) @ w, "also read broadcast"),
+    (lambda x, w: ((x @ w) * 2).astype(jnp.float16) @ w.astype(jnp.float16), "another dtype"),
+    (lambda x, w: (jnp.tanh(x @ w) - jnp.tanh(x @ w).sum(-1, keepdims=True)) @ w, "reduced"),
+])
+def test_a_kernel_writes_over_only_what_it_reads_at_the_index_it_writes(fn, why):
+    # each candidate's output is an intermediate (another GEMM reads it), so only how the
+    # kernel reads the GEMM's output decides
+    prog = plan_memory(_ir(fn, (5, 4), (4, 4)))
+    assert bool(_in_place_kernels(prog)) == (why is None), why
+
+
+def test_results_and_inputs_are_never_written_over():
+    # the first elementwise kernel reads the program's input and the second writes a result:
+    # neither buffer is in the arena
+    prog = plan_memory(_ir(lambda x, w: jnp.tanh(x * 2) @ w + 1, (5, 4), (4, 4)))
+    assert not in_place_pairs(prog)

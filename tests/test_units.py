@@ -64,12 +64,12 @@ def test_a_kernel_shared_by_two_programs_compiles_once(unit_compiles):
 
 
 def test_identical_kernels_in_one_program_are_one_unit(unit_compiles):
-    def two_layers(x, w):             # the same elementwise kernel before each GEMM
-        return jnp.tanh(jnp.tanh(x + 1.0) @ w + 1.0) @ w
+    def two_layers(x, w):             # the same elementwise kernel after each GEMM (each
+        return jnp.tanh(jnp.tanh(x @ w + 1.0) @ w + 1.0) @ w      # writing over its output)
     f = jdisc.jit(two_layers, dynamic_axes=({0: "n"}, None))
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     w = np.linspace(-0.5, 0.5, 16, dtype=np.float32).reshape(4, 4)
-    np.testing.assert_allclose(f(x, w), np.tanh(np.tanh(x + 1) @ w + 1) @ w, rtol=1e-5,
+    np.testing.assert_allclose(f(x, w), np.tanh(np.tanh(x @ w + 1) @ w + 1) @ w, rtol=1e-5,
                                atol=1e-6)
     source = f.compiled_for(x, w).c_source
     names = [line.split()[2] for line in source.splitlines() if line.startswith(units.MARK)]

@@ -8,11 +8,19 @@ Params and non-splat constants live outside the arena.
 Liveness, in kernel indices: a buffer is live from the kernel that writes it to the last kernel
 that reads it, directly or through an alias (a result that aliases an intermediate keeps its root
 live to the end: the launcher copies it out after the last kernel). Intervals are closed, so a
-kernel's inputs and outputs never share a slot, even when an input dies at that kernel.
+kernel's inputs and outputs share a slot only in place (below).
 
-Greedy reuse, in execution order: a new buffer takes a free slot (all of whose buffers died
-before this kernel) that it provably fits in, the smallest such (ties: lowest index); otherwise
-it opens a slot. A slot's size is that of its first buffer and never changes.
+In place: a single-output loop kernel whose input X dies at it, has its output's dtype and shape
+and is read only at the index of the element the kernel writes (through elementwise ops: the
+test donation uses) writes its output over X (`in_place_inputs`; the two pointers lose
+`restrict`). A bias and ReLU after a GEMM then write the lines the GEMM just left in the cache
+instead of fresh ones: a C harness over a [1500, 2048] f32 output took 0.26-0.42 ms in place
+against 1.07-1.27 ms into another buffer (CHANGELOG.md).
+
+Greedy reuse, in execution order: a new buffer takes its in-place input's slot, else a free slot
+(all of whose buffers died before this kernel) that it provably fits in, the smallest such (ties:
+lowest index); otherwise it opens a slot. A slot's size is that of its first buffer and never
+changes.
 
 Sizes are `64 * floordiv(bytes + 63, 64)`. The rounding folds to an exact polynomial when every
 coefficient of `bytes` is a multiple of 64 (`3072*B*S`), but otherwise leaves a floordiv atom
@@ -134,9 +142,36 @@ def _tighter(a: _OpenSlot, b: _OpenSlot) -> bool:
             and symbolic.prove_eq(a.size, b.size) is not True)
 
 
+def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]) -> dict[int, Value]:
+    """Output id -> the input buffer its kernel may write it over: the kernel is a single-output
+    loop kernel, the input an intermediate (a slot of the arena) that the kernel reads directly
+    (not also through a view) and last, with the output's dtype and shape, read only at the index
+    of the element written (`reads_only_in_place`). Each element is then read before it is
+    overwritten, whatever the order of threads and lanes."""
+    prove_eq = prog.constraints.prove_eq if prog.constraints is not None else symbolic.prove_eq
+    roots = alias_roots(prog)
+    pairs: dict[int, Value] = {}
+    for idx, k in enumerate(prog.kernels):
+        if k.kind != "loop" or len(k.outputs) != 1 or k.outputs[0].id not in live:
+            continue
+        v = k.outputs[0]
+        for x in k.inputs:
+            if x.id == v.id or x.id not in live or live[x.id][1] != idx \
+                    or x.dtype != v.dtype or x.rank != v.rank \
+                    or not all(prove_eq(a, b) is True for a, b in zip(x.shape, v.shape)) \
+                    or any(y.id != x.id and roots.get(y.id, y).id == x.id for y in k.inputs) \
+                    or not reads_only_in_place(k, x, prove_eq):
+                continue
+            pairs[v.id] = x
+            break
+    return pairs
+
+
 def plan_memory(prog: Program) -> Program:
     """Pass: assign every intermediate buffer a slot of one arena (`prog.memory`)."""
     buffers, live = live_ranges(prog)
+    in_place = in_place_inputs(prog, live)
+    writer = {k.outputs[0].id: k for k in prog.kernels if k.outputs}
     slots: list[_OpenSlot] = []
     assignment: dict[int, int] = {}
     for v, name in buffers:
@@ -144,10 +179,18 @@ def plan_memory(prog: Program) -> Program:
         raw = raw_bytes(v)
         size = round_up(raw)
         best = None
-        for i, slot in enumerate(slots):
-            if slot.free_after < start and _fits(slot.size, slot.raw, size, raw):
-                if best is None or _tighter(slot, slots[best]):
-                    best = i
+        x = in_place.get(v.id)
+        if x is not None and _fits(slots[assignment[x.id]].size, slots[assignment[x.id]].raw,
+                                   size, raw):
+            best = assignment[x.id]         # x's slot: x dies at the kernel writing v
+            name += " (in place)"
+            k = writer[v.id]
+            k.shared_buffers = k.shared_buffers | {x.id, v.id}
+        else:
+            for i, slot in enumerate(slots):
+                if slot.free_after < start and _fits(slot.size, slot.raw, size, raw):
+                    if best is None or _tighter(slot, slots[best]):
+                        best = i
         if best is None:
             best = len(slots)
             slots.append(_OpenSlot(size, raw, stop, []))
@@ -213,7 +256,7 @@ def plan_donation(prog: Program) -> Program:
             idx, k = writer[v.id]
             if k.kind != "loop" or len(k.outputs) != 1 or last_read.get(p.id, -1) > idx \
                     or any(roots.get(x.id, x).id == p.id and x.id != p.id for x in k.inputs) \
-                    or not _reads_only_in_place(k, p, prove_eq):
+                    or not reads_only_in_place(k, p, prove_eq):
                 continue
             taken.add(j)
             pairs.append((pos, j))
@@ -223,7 +266,7 @@ def plan_donation(prog: Program) -> Program:
     return prog
 
 
-def _reads_only_in_place(k, p: Value, prove_eq) -> bool:
+def reads_only_in_place(k, p: Value, prove_eq) -> bool:
     """Every read of p inside kernel k is at the index of the element k writes: the paths from
     k's output to p pass only elementwise ops whose operands have their result's shape."""
     out = k.outputs[0]

@@ -20,7 +20,9 @@ user's program: it raises CompileError naming the kernels, ops and values involv
    (raw bytes provably <= the slot's size); slots lie one after another in the arena (each
    offset provably >= the previous offset + size, the arena provably covers the last), so two
    buffers can only share memory by sharing a slot; and buffers sharing a slot have disjoint
-   closed live intervals. Sorting by start makes this n log n, with no pairwise comparisons.
+   closed live intervals, except a buffer written in place over one that dies at its kernel
+   (a single-output loop kernel, the two pointers not `restrict`, the dying one read only at
+   the index written). Sorting by start makes this n log n, with no pairwise comparisons.
 4. Index maps. Each op inside a kernel maps an in-bounds index of its result to the indices of
    its operands it reads (broadcast_in_dim, transpose, reshape, slice, reverse, concatenate,
    dynamic_slice and gather after clamping, dynamic_update_slice, elementwise ops, reduce;
@@ -62,7 +64,7 @@ from jdisc.dynamic_passes.algebra.constraints import ShapeConstraints
 from jdisc.dynamic_passes.algebra.symbolic import Dim
 from jdisc.dynamic_passes.ir.program import Program, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel, is_duplicable, is_splat
-from jdisc.dynamic_passes.passes.memory_plan import raw_bytes, round_up
+from jdisc.dynamic_passes.passes.memory_plan import raw_bytes, reads_only_in_place, round_up
 from jdisc.dynamic_passes.passes.plan_index import Obligation, index_obligations
 from jdisc.errors import CompileError
 
@@ -275,7 +277,8 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
         users.sort(key=lambda u: (u[0], u[1]))
         busy_until, holder = -1, None
         for start, stop, v in users:
-            if holder is not None and start <= busy_until:
+            if holder is not None and start <= busy_until and not (
+                    start == busy_until and _in_place(kernels[start], holder, v, sc)):
                 problems.append(
                     f"slot {si} (offset {slots[si].offset}) is shared by {describe_value(holder)}"
                     f" and {describe_value(v)}, both live at kernel #{start} "
@@ -295,6 +298,15 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
         problems.append(f"the arena ({plan.arena_bytes} bytes) may end before its last slot "
                         f"(at {end})")
     return problems
+
+
+def _in_place(k: Kernel, x: Value, v: Value, sc: ShapeConstraints) -> bool:
+    """Kernel k may write v over x, which dies at k: a single-output loop kernel writing v that
+    declares the two pointers without `restrict` and reads x only at the index it writes."""
+    return (k.kind == "loop" and k.outputs == [v] and any(y is x for y in k.inputs)
+            and {x.id, v.id} <= k.shared_buffers and x.dtype == v.dtype
+            and sc.prove_eq(raw_bytes(x), raw_bytes(v)) is True
+            and reads_only_in_place(k, x, sc.prove_eq))
 
 
 # ---------------------------------------------------------------------------- 4
