@@ -67,3 +67,21 @@ def test_unit_compile_times_lists_the_kernel_units_of_a_dump(tmp_path):
     d = json.loads(out.read_text())
     assert d["count"] >= 1 and d["total_seconds"] > 0, d
     assert {r["kind"] for r in d["slowest"]} >= {"stitch"}, d["slowest"]
+
+
+def test_kernel_times_reports_each_kernel_per_side(tmp_path):
+    # --before at this same checkout: two sides, the same kernels, positive times per call
+    out = tmp_path / "kernels.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "kernel_times.py"), "W3",
+                           "1x5", "2x9", "--calls", "2", "--rounds", "1", "--before", str(REPO),
+                           "--json", str(out)],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert set(d["sides"]) == {"before", "after"} and d["shapes"] == ["1x5", "2x9"]
+    for runs in d["sides"].values():
+        (run,) = runs
+        for shape in d["shapes"]:
+            assert [k.split("_", 2)[2] for k in run[shape]] == \
+                ["dot_general", "add_maximum", "dot_general", "add"], run[shape]
+            assert all(t > 0 for t in run[shape].values()), run[shape]

@@ -379,7 +379,7 @@ def test_kernels_writing_in_place_match_jax(rng):
     w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
     prog = to_ir(_in_place_chain, ({0: "N"}, None, None), np.ones((3, 64), np.float32), w, b)
-    shared = [k for k in prog.kernels if k.shared_buffers]
+    shared = [k for k in prog.kernels if k.writes_over]
     assert len(shared) >= 2 and all(k.kind == "loop" for k in shared)
     # 1, small primes and a size the pool splits over threads; under the sanitizer too
     check_against_jax(_in_place_chain, ({0: "N"}, None, None),

@@ -78,10 +78,10 @@ def intermediates(prog):
 
 def in_place_pairs(prog):
     """(input id, output id) of each kernel that writes its output over a dying input: a
-    single-output loop kernel whose two pointers are declared without `restrict`."""
+    single-output loop kernel that reads that input through its output pointer."""
     return {(x.id, k.outputs[0].id) for k in prog.kernels
-            if k.kind == "loop" and len(k.outputs) == 1 and k.outputs[0].id in k.shared_buffers
-            for x in k.inputs if x.id in k.shared_buffers and x.id in prog.memory.assignment
+            if k.kind == "loop" and len(k.outputs) == 1
+            for x in k.inputs if x.id in k.writes_over and x.id in prog.memory.assignment
             and prog.memory.assignment[x.id] == prog.memory.assignment[k.outputs[0].id]}
 
 
@@ -322,7 +322,7 @@ def test_bias_and_relu_after_a_gemm_write_over_its_output():
     prog, plan = planned("W3")
     (x, v), = in_place_pairs(prog)
     k = next(k for k in prog.kernels if k.outputs[0].id == v)
-    assert k.kind == "loop" and k.name.endswith("add_maximum") and {x, v} <= k.shared_buffers
+    assert k.kind == "loop" and k.name.endswith("add_maximum") and k.writes_over == {x}
     assert plan.arena_bytes == 10240 * symbolic.var("N")    # [N, 2048] once, [N, 512] once
     assert any(name.endswith("(in place)") for s in plan.slots for name in s.buffers)
 

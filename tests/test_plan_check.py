@@ -325,8 +325,8 @@ def test_shape_rules_check_what_their_kernels_read(name, monkeypatch):
 
 @pytest.mark.fast
 def test_in_place_write_over_a_reversed_read_is_caught():
-    # a kernel reading the dying buffer reversed must not share its slot, even if its
-    # pointers are declared without `restrict`
+    # a kernel reading the dying buffer reversed must not share its slot, even if it reads
+    # that buffer through its output pointer
     prog = to_ir(lambda x, w: (jnp.tanh(x @ w)[::-1] * 2) @ w, ({0: "n"}, None),
                  np.ones((3, 3), np.float32), np.ones((3, 3), np.float32))
     assert check_memory(prog) == []
@@ -334,7 +334,7 @@ def test_in_place_write_over_a_reversed_read_is_caught():
     k = prog.kernels[dot + 1]
     x, v = prog.kernels[dot].outputs[0], k.outputs[0]
     assert k.kind == "loop" and x in k.inputs and v.id in prog.memory.assignment
-    k.shared_buffers = frozenset({x.id, v.id})
+    k.writes_over = frozenset({x.id})
     assignment = dict(prog.memory.assignment)
     assignment[v.id] = assignment[x.id]
     _raises(_with_memory(prog, assignment=assignment), "shared by", "both live")
@@ -344,4 +344,4 @@ def test_in_place_write_over_a_reversed_read_is_caught():
 def test_in_place_plans_are_accepted():
     prog = to_ir(lambda x, w: jax.nn.relu(x @ w + 1.0) @ w, ({0: "n"}, None),
                  np.ones((3, 3), np.float32), np.ones((3, 3), np.float32))
-    assert any(k.shared_buffers for k in prog.kernels) and check_memory(prog) == []
+    assert any(k.writes_over for k in prog.kernels) and check_memory(prog) == []

@@ -237,7 +237,9 @@ def _kernel_params(k: Kernel, dim, dim_params: list[str]
     params = list(dim_params)
     inputs = {}
     for i, v in enumerate(k.inputs):
-        inputs[v.id] = f"in{i}"
+        # an input the kernel writes over is read through its output pointer (the launcher
+        # passes it all the same): one pointer to the array, `restrict` kept
+        inputs[v.id] = "out0" if v.id in k.writes_over else f"in{i}"
         params.append(f"const {ctype(v.dtype)} *{_restrict(k, v)}in{i}")
     outs = []
     for i, v in enumerate(k.outputs):

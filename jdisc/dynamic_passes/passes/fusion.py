@@ -53,6 +53,9 @@ class Kernel:
     # value ids of an input and an output that may share memory (a donated input's buffer
     # given to the output: memory_plan.plan_donation); declared without `restrict`
     shared_buffers: frozenset = frozenset()
+    # value ids of inputs whose arena slot the (single) output takes: the kernel reads them
+    # through its output pointer (memory_plan.in_place_inputs)
+    writes_over: frozenset = frozenset()
 
     @property
     def root(self) -> Op:

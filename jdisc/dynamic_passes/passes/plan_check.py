@@ -21,7 +21,7 @@ user's program: it raises CompileError naming the kernels, ops and values involv
    offset provably >= the previous offset + size, the arena provably covers the last), so two
    buffers can only share memory by sharing a slot; and buffers sharing a slot have disjoint
    closed live intervals, except a buffer written in place over one that dies at its kernel
-   (a single-output loop kernel, the two pointers not `restrict`, the dying one read only at
+   (a single-output loop kernel that reads the dying one through its output pointer, only at
    the index written). Sorting by start makes this n log n, with no pairwise comparisons.
 4. Index maps. Each op inside a kernel maps an in-bounds index of its result to the indices of
    its operands it reads (broadcast_in_dim, transpose, reshape, slice, reverse, concatenate,
@@ -302,9 +302,9 @@ def check_memory(prog: Program, prover: ShapeConstraints | None = None) -> list[
 
 def _in_place(k: Kernel, x: Value, v: Value, sc: ShapeConstraints) -> bool:
     """Kernel k may write v over x, which dies at k: a single-output loop kernel writing v that
-    declares the two pointers without `restrict` and reads x only at the index it writes."""
+    reads x through its output pointer (`writes_over`), only at the index it writes."""
     return (k.kind == "loop" and k.outputs == [v] and any(y is x for y in k.inputs)
-            and {x.id, v.id} <= k.shared_buffers and x.dtype == v.dtype
+            and x.id in k.writes_over and x.dtype == v.dtype
             and sc.prove_eq(raw_bytes(x), raw_bytes(v)) is True
             and reads_only_in_place(k, x, sc.prove_eq))
 
