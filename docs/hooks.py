@@ -98,6 +98,8 @@ def _results(kind: str, paths: list[str]) -> str:
         return _printed(_script("compile_time").print_table, paths)
     if kind == "units":
         return _printed(_script("unit_compile_times").print_table, paths)
+    if kind == "kernels":
+        return _paragraphs(_printed(_script("kernel_times").print_table, paths))
     if kind == "spectral":
         return _printed(_script("spectral_linalg").print_table, paths)
     if kind == "tree":
