@@ -155,15 +155,17 @@ def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]) -> dict[int
         if k.kind != "loop" or len(k.outputs) != 1 or k.outputs[0].id not in live:
             continue
         v = k.outputs[0]
-        for x in k.inputs:
-            if x.id == v.id or x.id not in live or live[x.id][1] != idx \
-                    or x.dtype != v.dtype or x.rank != v.rank \
-                    or not all(prove_eq(a, b) is True for a, b in zip(x.shape, v.shape)) \
-                    or any(y.id != x.id and roots.get(y.id, y).id == x.id for y in k.inputs) \
-                    or not reads_only_in_place(k, x, prove_eq):
-                continue
-            pairs[v.id] = x
-            break
+        dying = [x for x in k.inputs if x.id != v.id and x.id in live and live[x.id][1] == idx
+                 and x.dtype == v.dtype and x.rank == v.rank]
+        if not dying:
+            continue
+        viewed = {roots[y.id].id for y in k.inputs if y.id in roots}   # read through a view
+        elementwise = in_place_reads(k, prove_eq)       # one walk per kernel: linear overall
+        for x in dying:
+            if x.id not in viewed and x.id in elementwise and \
+                    all(prove_eq(a, b) is True for a, b in zip(x.shape, v.shape)):
+                pairs[v.id] = x
+                break
     return pairs
 
 
@@ -269,6 +271,12 @@ def plan_donation(prog: Program) -> Program:
 def reads_only_in_place(k, p: Value, prove_eq) -> bool:
     """Every read of p inside kernel k is at the index of the element k writes: the paths from
     k's output to p pass only elementwise ops whose operands have their result's shape."""
+    return p.id in in_place_reads(k, prove_eq)
+
+
+def in_place_reads(k, prove_eq) -> set[int]:
+    """The ids of the values kernel k reads only at the index of the element it writes
+    (`reads_only_in_place`), all of them in one walk over its ops."""
     out = k.outputs[0]
     in_place = {out.id: True}
     for op in reversed(k.ops):
@@ -280,4 +288,4 @@ def reads_only_in_place(k, p: Value, prove_eq) -> bool:
             here = same and x.rank == res.rank and all(
                 prove_eq(a, b) is True for a, b in zip(x.shape, res.shape))
             in_place[x.id] = in_place.get(x.id, True) and here
-    return in_place.get(p.id, False)
+    return {vid for vid, ok in in_place.items() if ok}
