@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -58,22 +57,27 @@ def run_side(path: str, workload: str, shapes: list[str], calls: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def print_result(d: dict, name: str) -> None:
+    """One result: per shape, each kernel's ms per call in each round, per side."""
+    sides = list(d["sides"])
+    machine = f"; {d['machine']}" if d.get("machine") else ""
+    print(f"{name}: {d['workload']}, {d['calls']} calls, rounds {d['rounds']}, load "
+          f"{d['load_before'][0]:.1f} -> {d['load_after'][0]:.1f}{machine}\n")
+    print("| shape | kernel | " + " | ".join(f"{s} ms" for s in sides) + " |\n"
+          "| --- | --- | " + " | ".join("---" for _ in sides) + " |")
+    for shape in d["shapes"]:
+        for kernel in d["sides"][sides[0]][0][shape]:
+            cells = ["/".join(f"{r[shape][kernel] * 1e3:.3f}" for r in d["sides"][s])
+                     for s in sides]
+            print(f"| {shape} | {kernel} | " + " | ".join(cells) + " |")
+    print()
+
+
 def print_table(paths: list[str]) -> None:
-    """Per file and shape, each kernel's median ms per call over the rounds, per side."""
+    """print_result of each result file."""
     for path in paths:
         with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        sides = list(d["sides"])
-        print(f"{os.path.basename(path)}: {d['workload']}, {d['calls']} calls, rounds "
-              f"{d['rounds']}, load {d['load_before'][0]:.1f} -> {d['load_after'][0]:.1f}\n")
-        print("| shape | kernel | " + " | ".join(f"{s} ms" for s in sides) + " |\n"
-              "| --- | --- | " + " | ".join("---" for _ in sides) + " |")
-        for shape in d["shapes"]:
-            for kernel in d["sides"][sides[0]][0][shape]:
-                cells = ["/".join(f"{r[shape][kernel] * 1e3:.3f}" for r in d["sides"][s])
-                         for s in sides]
-                print(f"| {shape} | {kernel} | " + " | ".join(cells) + " |")
-        print()
+            print_result(json.load(f), os.path.basename(path))
 
 
 def main() -> None:
@@ -98,17 +102,12 @@ def main() -> None:
     for _ in range(opts.rounds):
         for side, path in sides.items():
             results[side].append(run_side(path, opts.workload, opts.shapes, opts.calls))
+    from jdisc.bench import machine_info, machine_line
     d = {"workload": opts.workload, "shapes": opts.shapes, "calls": opts.calls,
          "rounds": opts.rounds, "before": opts.before, "started": started,
-         "load_before": load_before, "load_after": os.getloadavg(), "sides": results}
-    for shape in opts.shapes:
-        for kernel in results[next(iter(sides))][0][shape]:
-            cells = "  ".join(f"{s} " + "/".join(f"{r[shape][kernel] * 1e3:.3f}"
-                                                 for r in results[s]) for s in sides)
-            print(f"{opts.workload} {shape} {kernel}: {cells} ms", flush=True)
-    print("medians:", {s: {sh: round(1e3 * statistics.median(
-        sum(r[sh].values()) for r in results[s]), 3) for sh in opts.shapes} for s in sides},
-          "ms per call, all kernels")
+         "machine": machine_line(machine_info()), "load_before": load_before,
+         "load_after": os.getloadavg(), "sides": results}
+    print_result(d, opts.json or "kernel_times")
     if opts.json:
         with open(opts.json, "w", encoding="utf-8") as f:
             json.dump(d, f, indent=1)

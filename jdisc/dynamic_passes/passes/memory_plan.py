@@ -38,6 +38,7 @@ from jdisc.dynamic_passes.algebra.symbolic import Dim
 from jdisc.dynamic_passes.ir.dtypes import numpy_dtype
 from jdisc.dynamic_passes.ir.ops import SAME_INDEX
 from jdisc.dynamic_passes.ir.program import Program, Value
+from jdisc.dynamic_passes.passes.fusion import Kernel
 
 ALIGN = 64
 
@@ -142,15 +143,17 @@ def _tighter(a: _OpenSlot, b: _OpenSlot) -> bool:
             and symbolic.prove_eq(a.size, b.size) is not True)
 
 
-def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]) -> dict[int, Value]:
-    """Output id -> the input buffer its kernel may write it over: the kernel is a single-output
+def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]
+                    ) -> dict[int, tuple[Value, Kernel]]:
+    """Output id -> (the input buffer its kernel may write it over, that kernel): the kernel is a
+    single-output
     loop kernel, the input an intermediate (a slot of the arena) that the kernel reads directly
     (not also through a view) and last, with the output's dtype and shape, read only at the index
     of the element written (`reads_only_in_place`). Each element is then read before it is
     overwritten, whatever the order of threads and lanes."""
     prove_eq = prog.constraints.prove_eq if prog.constraints is not None else symbolic.prove_eq
     roots = alias_roots(prog)
-    pairs: dict[int, Value] = {}
+    pairs: dict[int, tuple[Value, Kernel]] = {}
     for idx, k in enumerate(prog.kernels):
         if k.kind != "loop" or len(k.outputs) != 1 or k.outputs[0].id not in live:
             continue
@@ -164,7 +167,7 @@ def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]) -> dict[int
         for x in dying:
             if x.id not in viewed and x.id in elementwise and \
                     all(prove_eq(a, b) is True for a, b in zip(x.shape, v.shape)):
-                pairs[v.id] = x
+                pairs[v.id] = (x, k)
                 break
     return pairs
 
@@ -173,7 +176,6 @@ def plan_memory(prog: Program) -> Program:
     """Pass: assign every intermediate buffer a slot of one arena (`prog.memory`)."""
     buffers, live = live_ranges(prog)
     in_place = in_place_inputs(prog, live)
-    writer = {k.outputs[0].id: k for k in prog.kernels if k.outputs}
     slots: list[_OpenSlot] = []
     assignment: dict[int, int] = {}
     for v, name in buffers:
@@ -181,12 +183,11 @@ def plan_memory(prog: Program) -> Program:
         raw = raw_bytes(v)
         size = round_up(raw)
         best = None
-        x = in_place.get(v.id)
+        x, k = in_place.get(v.id, (None, None))
         if x is not None and _fits(slots[assignment[x.id]].size, slots[assignment[x.id]].raw,
                                    size, raw):
-            best = assignment[x.id]         # x's slot: x dies at the kernel writing v
+            best = assignment[x.id]         # x's slot: x dies at k, the kernel writing v
             name += " (in place)"
-            k = writer[v.id]
             k.writes_over = k.writes_over | {x.id}
         else:
             for i, slot in enumerate(slots):
