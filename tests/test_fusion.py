@@ -103,7 +103,7 @@ def test_one_row_stitch_kernel_runs_in_lanes():
     prog = to_ir(_softmax_log_density, ({0: "N"},), np.ones(5, np.float32))
     assert "stitch" in kernel_kinds(prog)
     src = generate(prog).source
-    assert "for (int64_t q = 0; q < 64; q++)" in src and "per_block" not in src
+    assert "for (int64_t q = 0; q < 64; q++)" in src and "const int across" not in src
 
 
 def test_one_row_stitch_kernel_matches_xla_at_every_length(rng):
@@ -173,7 +173,7 @@ def test_integer_row_reductions_take_one_accumulator_per_long_row():
     src = generate(prog).source
     assert "stitch" in kernel_kinds(prog)
     assert "q < 64" not in src and "acc0_l[1]" in src
-    assert "per_block" in src           # short rows still run across the block's rows
+    assert "const int across" in src    # short rows still run across the block's rows
 
 
 def test_integer_row_reductions_match_xla(rng):

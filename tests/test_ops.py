@@ -573,10 +573,37 @@ def test_short_rows_in_blocks(rng):
     run(jdisc.jit(f, dynamic_axes=axes),
         [(1, 1, 1), (1, 15, 3), (2, 8, 7), (1, 17, 15), (3, 11, 16), (2, 16, 40), (1, 33, 63),
          (1, 5, 64), (0, 4, 5), (2, 3, 1)])
-    # a row length known when compiling: one row at a time, in as many lanes as it fills
+    # a row length known when compiling: short rows across the rows when there are 16 of
+    # them (fewer: one row at a time), long rows one at a time in as many lanes as they fill
     rows_only = ({0: "B", 1: "S"},) * 3
     for n in (3, 20, 100):
-        run(jdisc.jit(f, dynamic_axes=rows_only), [(1, 17, n), (2, 5, n)])
+        run(jdisc.jit(f, dynamic_axes=rows_only), [(1, 17, n), (2, 5, n), (1, 16, n), (3, 11, n)])
+
+
+def test_short_rows_across_read_their_inputs_every_way(rng):
+    # across the rows of a block (lowering/stitch.py), inputs read at the element's own index
+    # are copied column by column first; these are read otherwise: reversed along the row (a
+    # load per lane), along the columns only (a scale), per row; and an integer division by
+    # a per-element input (lanes past a partial block repeat its last row, so they divide by
+    # what that row divides by, never by leftover scratch); int32 rows too
+    def f(x, g, b, num, den, z):
+        y = x + x.T * 0.5 + g[None, :] * b[:, None]
+        q = jnp.sum(num // den, axis=-1) + jnp.max(num % den, axis=-1)
+        return (jax.nn.softmax(y, axis=-1), q, jax.nn.log_softmax(jnp.flip(z, -1) + z, axis=-1),
+                jnp.sum(num * 3, axis=-1), (y - y.mean(-1, keepdims=True)) * g)
+    axes = ({0: "N", 1: "N"}, {0: "N"}, {0: "N"}, {0: "N", 1: "N"}, {0: "N", 1: "N"},
+            {0: "N", 1: "N"})
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    for n in (1, 2, 15, 16, 17, 33, 63, 64, 70):
+        x = rng.standard_normal((n, n)).astype(np.float32)
+        num = rng.integers(-50, 50, (n, n)).astype(np.int32)
+        den = rng.integers(1, 9, (n, n)).astype(np.int32) * rng.choice([-1, 1], (n, n))
+        args = (x, rng.standard_normal(n).astype(np.float32),
+                rng.standard_normal(n).astype(np.float32), num, den.astype(np.int32),
+                rng.standard_normal((n, n)).astype(np.float32))
+        for k, (got, want) in enumerate(zip(jf(*args), jax.jit(f)(*args))):
+            assert_close(got, want, 0 if k in (1, 3) else 3e-6, f"output {k} at n = {n}")
+    assert jf.stats()["compiles"] == 1
 
 
 def test_assert_close_fails_where_jax_has_an_infinity_and_jdisc_does_not():

@@ -198,7 +198,7 @@ def test_stitch_kernels_with_rows_of_unknown_length_compile_at_their_level(tmp_p
                                 jax.nn.softmax(y, axis=-1), x.T + 1.0),
                   dynamic_axes=({0: "n", 1: "m"}, {0: "n"}), bridge=False)
     x = np.linspace(-3, 3, 37 * 5, dtype=np.float32).reshape(37, 5)
-    y = np.linspace(-3, 3, 37 * 8, dtype=np.float32).reshape(37, 8)
+    y = np.linspace(-3, 3, 37 * 80, dtype=np.float32).reshape(37, 80)
     got = f(x, y)
     for out, z in ((got[0], np.tanh(x) * 2.0), (got[1], y)):
         want = np.exp(z - z.max(1, keepdims=True))
@@ -206,17 +206,17 @@ def test_stitch_kernels_with_rows_of_unknown_length_compile_at_their_level(tmp_p
     np.testing.assert_array_equal(got[1 + 1], x.T + 1.0)
     entry = f.compiled_for(x, y)
     stitch = [k for k in entry.program.kernels if k.kind == "stitch"]
-    # x's rows (m columns) run across the rows when short; y's (8 columns) are known
+    # x's rows (m columns) run across the rows when short; y's (80 columns) are long
     assert sorted(map(runs_rows_across, stitch)) == [False, True]
     assert any(k.kind != "stitch" for k in entry.program.kernels)
     split = units.split(entry.c_source)
     assert [opt for name, opt, _ in split if name == "launcher"] == [units.LAUNCHER_OPT]
     kernel_units = [(opt, text) for name, opt, text in split if name.startswith("jd_u")]
-    # the one unit with blocks of rows (`per_block`) is the one at the stitch level
+    # the one unit with blocks of rows (`across`) is the one at the stitch level
     assert sorted(opt for opt, _ in kernel_units) == \
         sorted([units.STITCH_OPT] + [units.KERNEL_OPT] * (len(kernel_units) - 1))
     for opt, text in kernel_units:
-        assert (opt == units.STITCH_OPT) == ("per_block" in text)
+        assert (opt == units.STITCH_OPT) == ("const int across" in text)
 
 
 def test_a_unit_that_fails_names_both_files(tmp_path, monkeypatch):

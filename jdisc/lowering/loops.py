@@ -71,6 +71,10 @@ class Renderer:
         self.row_dims: tuple = ()     # stitch kernels: the dims that `row` is the flat index of
         self.cached: dict[int, str] = {}
         self.col = "0"
+        # stitch kernels across rows: inputs copied column by column (read at `col` when
+        # loaded at the element's own index, `canon`)
+        self.staged: dict[int, str] = {}
+        self.canon: Index | None = None
         self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
         # per-dim index names -> (the flat index they were split from, the dims split over):
         # a load at those indices of a value with those trailing dims reads at the flat index
@@ -131,6 +135,8 @@ class Renderer:
             return self.accs[v.id]
         if v.id in self.cached:
             return f"{self.cached[v.id]}[{self.col}]"
+        if v.id in self.staged and idx == self.canon:
+            return f"{self.staged[v.id]}[{self.col}]"
         if v.id in self.row_values:
             found = self._lookup((v.id, "row"))
             if found is not None:

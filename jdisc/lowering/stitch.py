@@ -4,29 +4,38 @@ Both iterate a flattened row index in parallel (on the pool, above a work thresh
 loop inside it. A stitch kernel runs its columns in *phases*: phase p computes the reductions
 whose input needs only reductions of earlier phases, stores values that later phases need in a
 per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1/sqrt(var))
-are computed once per row between phases. Reductions split their column loop into lanes,
+are computed once per row between phases. The row's length, known at run time, picks one of
+two ways.
+
+Rows of 64 columns or more run one at a time. Reductions split their column loop into lanes,
 independent accumulators, so that the loop vectorises and no lane waits on the one before (a
-max with NaN and signed-zero rules is a chain of several instructions per step), then combine
-the lanes in a fixed order. The row's length, known at run time, picks one of two ways. Rows
-of 64 columns or more take 64 lanes, then runs of 16 into the first 16 of them, then one column
-per lane; the lanes fold into 16 by whole vectors and are combined one by one. Shorter rows (a
-softmax over a few dozen keys, a norm over xyz) are too short to split: they run 16 rows at a
-time, each phase's reductions column by column with one accumulator per row, so that the
-vector instructions work across the rows (one row's chain of dependent steps was the cost);
-the phase's plain loop stays row by row. Either way the order in which a row's values are
-combined depends only on its length. A row of a length known when compiling runs alone, in
-as many lanes as it fills (the C compiler unrolls the rest), and so does a kernel's only row
-(a sum over a whole array). A long row of integers, whose order does not change the result, is
-a plain loop with one accumulator (the C compiler vectorises it).
+max with NaN and signed-zero rules is a chain of several instructions per step): 64 lanes,
+then runs of 16 into the first 16 of them, then one column per lane; the lanes fold into 16
+by whole vectors and are combined one by one, in a fixed order.
+
+Shorter rows (a softmax over a few dozen keys, a norm over xyz), when there are at least 16 of
+them, are too short to split: along one row, vector instructions run a few whole vectors and
+then the rest one column at a time (an exp of one value costs about as much as one of a whole
+vector). They run 16
+rows at a time and every loop runs *across* the block's rows, one vector lane per row: the
+block's inputs are first copied column by column into scratch (a row's reads stay
+contiguous), row buffers are laid out column by column, each phase's values and reductions
+(one accumulator per row, its columns in order) are computed a column at a time for the 16
+rows, and the output is written row by row. The same holds for rows of a length known when
+compiling to be short. A row's values are combined in an order that depends only on its
+length. A kernel's only row (a sum over a whole array) runs in lanes, and a long row of
+integers, whose order does not change the result, is a plain loop with one accumulator (the C
+compiler vectorises it).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from jdisc.dynamic_passes.algebra import symbolic
 from jdisc.dynamic_passes.algebra.symbolic import prod
 from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float
-from jdisc.dynamic_passes.ir.ops import EXPENSIVE
+from jdisc.dynamic_passes.ir.ops import EXPENSIVE, SAME_INDEX
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
@@ -102,13 +111,14 @@ def _rows_and_columns(kernel: Kernel) -> tuple[tuple, tuple]:
 
 
 def runs_rows_across(kernel: Kernel) -> bool:
-    """Whether a stitch kernel has the path for short rows, blocks of rows reduced across
-    the rows (emit_stitch `blocked`): its rows' length is not known when compiling, and it has
-    more than one row. That path is what makes a stitch kernel slow to compile at -O3
-    (lowering/units.py STITCH_OPT)."""
+    """Whether a stitch kernel has the path for short rows, blocks of rows run across the rows
+    (emit_stitch `across`): its rows may be shorter than LANES (their length is not known
+    when compiling, or known to be short) and it may have a block's worth of them. That path
+    is what makes a stitch kernel slow to compile at -O3 (lowering/units.py STITCH_OPT)."""
     rows_dims, cols_dims = _rows_and_columns(kernel)
-    n_rows = prod(rows_dims)
-    return not isinstance(prod(cols_dims), int) and not (isinstance(n_rows, int) and n_rows == 1)
+    n_rows, n_cols = prod(rows_dims), prod(cols_dims)
+    return not (isinstance(n_cols, int) and n_cols >= LANES) and \
+        not (isinstance(n_rows, int) and n_rows < ROW_BLOCK)
 
 
 def emit_stitch(ctx: KernelContext) -> None:
@@ -118,7 +128,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows = prod(rows_dims)
     level = _levels(kernel.ops)
-    root, out = kernel.root, kernel.outputs[0]
+    out = kernel.outputs[0]
     inside = {res.id for op in kernel.ops for res in op.results}
 
     r = Renderer(w, inputs, dim, assume)
@@ -148,7 +158,6 @@ def emit_stitch(ctx: KernelContext) -> None:
                     if costly.get(op.operands[0].id) and op.operands[0].id in inside}
     later_reads -= r.row_values          # a row value is one scalar per row, never buffered
     cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
-    buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
     cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
@@ -156,12 +165,6 @@ def emit_stitch(ctx: KernelContext) -> None:
                [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
                failed="jd_failed")
     w.open()
-    # Rows run in blocks: ROW_BLOCK rows at a time when they are shorter than LANES (their
-    # reductions then run across the block's rows), one at a time otherwise. A row of a length
-    # known when compiling runs alone, in as many lanes as it fills (the C compiler unrolls
-    # what it knows); so does the one row of a kernel that has one (a sum of a whole array):
-    # there are no rows to run across, and the across-rows loop compiled in 4 times the time
-    # (W6's log density: 215 against 53 ms for each of two such kernels).
     # Reductions of integers (booleans too) give the same result in any order: a row of 64
     # columns or more is one accumulator in a plain column loop, which GCC vectorises itself
     # (the lanes fix the order of floats' additions; for an `any` over rows, GCC took about
@@ -174,66 +177,193 @@ def emit_stitch(ctx: KernelContext) -> None:
     known = prod(cols_dims)
     const = isinstance(known, int)
     blocked = runs_rows_across(kernel)
-    lanes = 1 if integral else LANES if not const or known >= LANES else \
-        LANES_SHORT if known >= LANES_SHORT else 1
+    s = _Stitch(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
+                lanes=1 if integral else LANES if not const or known >= LANES else
+                LANES_SHORT if known >= LANES_SHORT else 1)
     if blocked:
-        w(f"const int64_t per_block = n_cols < {LANES} ? {ROW_BLOCK} : 1;")
-    w("/* this piece's scratch rows (a block's) */")
-    rows_of = " * (size_t)per_block" if blocked else ""
-    for v in cached:
-        w(f"{ctype(v.dtype)} *{buffers[v.id]} = ({ctype(v.dtype)} *)malloc("
-          f"sizeof({ctype(v.dtype)}) * (size_t)n_cols{rows_of} + 1);")
-    if cached:
-        with w.block(f"if ({' || '.join('!' + buffers[v.id] for v in cached)})"):
+        s.stage_inputs(_staged_inputs(kernel, inputs, rows_dims + cols_dims, cached, reduces,
+                                      r.row_values | reduced))
+    # Short rows (fewer than LANES columns), when there are a block's worth of them, run
+    # ROW_BLOCK at a time with every loop across the block's rows: the block's inputs are
+    # first copied column by column into scratch (`stage`), row buffers are kept column by
+    # column, and the vectors hold one value of each of the block's rows. Otherwise rows run
+    # one at a time. A row of a length known when compiling to be LANES or more runs alone,
+    # in as many lanes as it fills (the C compiler unrolls what it knows); so does the one row
+    # of a kernel that has one (a sum of a whole array): there are no rows to run across, and
+    # the across-rows loop compiled in 4 times the time (W6's log density: 215 against 53 ms
+    # for each of two such kernels).
+    if blocked:
+        w(f"const int across = n_cols < {LANES} && n_rows >= {ROW_BLOCK};")
+    w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
+      " one row otherwise) and the block's inputs, column by column (across only) */")
+    rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
+    scratch = [(v, s.buffers[v.id], f"(size_t)n_cols{rows_of}") for v in cached] + \
+        [(v, s.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)") for v in s.staged]
+    for v, name, n in scratch:
+        t = ctype(v.dtype)
+        w(f"{t} *{name} = ({t} *)malloc(sizeof({t}) * {n} + 1);")
+    if scratch:
+        with w.block(f"if ({' || '.join('!' + name for _, name, _ in scratch)})"):
             w("jd_failed = 1;")
-    w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if cached else ''}jd_hi;")
-    if blocked:
-        w.open("for (int64_t rb = jd_lo; rb < row_end; rb += per_block)")
-        w("const int64_t nb = row_end - rb < per_block ? row_end - rb : per_block;")
-    else:    # one row at a time: a plain row loop (which the C compiler may vectorise)
-        w.open("for (int64_t rb = jd_lo; rb < row_end; rb++)")
-    arrays = kernel.row_rank > 1 and blocked
-    if arrays:   # the rows' indices, split once per block (a division each)
-        w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(kernel.row_rank))};")
-        w.open("for (int64_t l = 0; l < nb; l++)")
-        w("const int64_t row = rb + l;")
-        for j, name in enumerate(_row_names(w, rows_dims, dim)):
-            w(f"i{j}_b[l] = {name};")
+    w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if scratch else ''}jd_hi;")
+    if blocked and const and isinstance(n_rows, int):    # always across
+        s.emit_rows(outputs[0], across=True)
+    elif blocked:
+        w.open("if (across)")
+        s.emit_rows(outputs[0], across=True)
+        w.else_()
+        s.emit_rows(outputs[0], across=False)
         w.close()
-    r.row_dims = tuple(rows_dims)
-    r.push()
-    n_phases = max(level.get(op.operands[0].id, 0) for op in reduces) + 1
-    final = level.get(out.id, 0)
-    out_is_row = root.name == "reduce" or out.id in r.row_values
-    acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(reduces)}
-    row_buffers = [(ctype(v.dtype), buffers[v.id]) for v in cached]
-    for p in range(max(n_phases, final + 1)):
-        rows = _Rows(w, r, kernel, level, p, rows_dims, dim, arrays, not blocked,
-                     row_buffers)
-        _hoist_reciprocals(rows)
-        phase_reduces = [op for op in reduces if level.get(op.operands[0].id, 0) == p]
-        phase_cached = [v for v in cached if level[v.id] == p]
-        writes_out = not out_is_row and final == p
-        if phase_reduces or phase_cached or writes_out:
-            _emit_phase(rows, phase_reduces, acc_names, phase_cached, buffers,
-                        (out, outputs[0]) if writes_out else None, cols_dims,
-                        lanes, across=blocked)
-    if out_is_row:
-        rows.open()
-        w(f"{outputs[0]}[row] = {r.load(out, ())};")
-        rows.close()
-    r.pop()
-    close_rows(w)
-    for v in cached:
-        w(f"free({buffers[v.id]});")
+    else:
+        s.emit_rows(outputs[0], across=False)
+    for _, name, _ in scratch:
+        w(f"free({name});")
     close_rows(w)
     w("return jd_failed;")
+
+
+def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, cached: list[Value],
+                   reduces: list[Op], stop: set[int]) -> list[Value]:
+    """The kernel inputs of the full [rows, columns] shape that the loops across rows read at
+    the element's own index: those reached from the row buffers' values and the reductions'
+    operands through elementwise ops (each reads its operands where it is read). Copying them
+    column by column once per block (a contiguous read per row) is cheaper than reading them
+    across the rows in every loop (a gather per vector); reads at other indices, and the
+    output loop's reads, which run along the rows, load from the inputs."""
+    buffered = {v.id for v in cached}
+    stack = [(v, True) for v in cached] + [(op.operands[0], True) for op in reduces]
+    seen: set[int] = set()
+    found: list[Value] = []
+    while stack:
+        v, root = stack.pop()
+        if v.id in seen or v.id in stop or (not root and v.id in buffered):
+            continue
+        seen.add(v.id)
+        if v.id in inputs:
+            if len(v.shape) == len(full) and all(
+                    symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
+                found.append(v)
+        elif v.producer is not None and v.producer.name in SAME_INDEX:
+            stack.extend((x, False) for x in v.producer.operands if x.rank)
+    return sorted(found, key=lambda v: v.id)
+
+
+class _Stitch:
+    """One stitch kernel's loops over a piece's rows, for one way of running them (across the
+    rows of a block, or one row at a time); emit_stitch may write both."""
+
+    def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int],
+                 rows_dims, cols_dims, dim, reduces: list[Op], cached: list[Value], lanes: int):
+        self.w, self.r, self.kernel, self.level = w, r, kernel, level
+        self.rows_dims, self.cols_dims, self.dim = rows_dims, cols_dims, dim
+        self.reduces, self.cached, self.lanes = reduces, cached, lanes
+        self.buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
+        self.staged: list[Value] = []
+        self.stage: dict[int, str] = {}
+
+    def stage_inputs(self, values: list[Value]) -> None:
+        self.staged = values
+        self.stage = {v.id: f"stage{i}" for i, v in enumerate(values)}
+
+    def emit_rows(self, output: str, across: bool) -> None:
+        w, r, kernel, level = self.w, self.r, self.kernel, self.level
+        if across:
+            w.open(f"for (int64_t rb = jd_lo; rb < row_end; rb += {ROW_BLOCK})")
+            w(f"const int64_t nb = row_end - rb < {ROW_BLOCK} ? row_end - rb : {ROW_BLOCK};")
+        else:    # one row at a time: a plain row loop (which the C compiler may vectorise)
+            w.open("for (int64_t rb = jd_lo; rb < row_end; rb++)")
+        arrays = kernel.row_rank > 1 and across
+        if arrays:   # the rows' indices, split once per block (a division each)
+            w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(kernel.row_rank))};")
+            w.open(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++)")
+            w("const int64_t row = rb + (l < nb ? l : nb - 1);")
+            for j, name in enumerate(_row_names(w, self.rows_dims, self.dim)):
+                w(f"i{j}_b[l] = {name};")
+            w.close()
+        r.row_dims = tuple(self.rows_dims)
+        r.push()
+        r.accs, r.cached, r.recip, r.staged = {}, {}, {}, {}
+        out = kernel.outputs[0]
+        row_buffers = [] if across else \
+            [(ctype(v.dtype), self.buffers[v.id]) for v in self.cached]
+        if across and self.staged:
+            rows = _Rows(w, r, kernel, level, 0, self.rows_dims, self.dim, arrays, False, [])
+            self._stage(rows)
+        n_phases = max(level.get(op.operands[0].id, 0) for op in self.reduces) + 1
+        final = level.get(out.id, 0)
+        out_is_row = kernel.root.name == "reduce" or out.id in r.row_values
+        acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(self.reduces)}
+        kept: set[int] = set()       # row values kept in arrays, one entry per row of a block
+        for p in range(max(n_phases, final + 1)):
+            rows = _Rows(w, r, kernel, level, p, self.rows_dims, self.dim, arrays,
+                         not across, row_buffers)
+            if across:
+                _keep_row_values(rows, kept)
+            _hoist_reciprocals(rows)
+            phase_reduces = [op for op in self.reduces if level.get(op.operands[0].id, 0) == p]
+            phase_cached = [v for v in self.cached if level[v.id] == p]
+            writes_out = not out_is_row and final == p
+            if phase_reduces or phase_cached or writes_out:
+                _emit_phase(rows, phase_reduces, acc_names, phase_cached, self.buffers,
+                            (out, output) if writes_out else None, self.cols_dims,
+                            self.lanes, across)
+        if out_is_row:
+            rows.open(real=True)
+            w(f"{output}[row] = {r.load(out, ())};")
+            rows.close()
+        r.staged = {}
+        r.pop()
+        close_rows(w)
+
+    def _stage(self, rows: "_Rows") -> None:
+        """The block's staged inputs, copied row by row (contiguous reads) into scratch laid
+        out column by column (`stage<k>[c * ROW_BLOCK + l]`)."""
+        w, r = self.w, self.r
+        rows.open(hoist=False)
+        w.open("for (int64_t c = 0; c < n_cols; c++)")
+        r.push()
+        idx = r.row_idx + _column_index(w, r, "c", self.cols_dims, self.dim)
+        for v in self.staged:
+            w(f"{self.stage[v.id]}[c * {ROW_BLOCK} + l] = {r.load(v, idx)};")
+        r.pop()
+        w.close()
+        rows.close()
+        r.staged = dict(self.stage)
+
+
+def _keep_row_values(rows: "_Rows", kept: set[int]) -> None:
+    """Across rows: the row values that phase p can compute, once per row of the block into an
+    array (`rv<k>_b[l]`), which the loops across the rows then read as vectors."""
+    r, w = rows.r, rows.w
+    fixed: set[int] = set()     # constants, and what is computed from constants alone
+    for op in rows.kernel.ops:
+        if op.name == "constant" or op.operands and op.name != "reduce" and all(
+                x.id in fixed for x in op.operands):
+            fixed.update(v.id for v in op.results)
+    new = [v for op in rows.kernel.ops for v in op.results
+           if v.id in r.row_values and rows.level.get(v.id, 0) <= rows.p and v.id not in kept
+           and v.id not in fixed]
+    if not new:
+        return
+    names = {v.id: f"rv{len(kept) + k}_b" for k, v in enumerate(new)}
+    for v in new:
+        w(f"{ctype(v.dtype)} {names[v.id]}[{ROW_BLOCK}];")
+    rows.open(hoist=False)
+    for v in new:
+        w(f"{names[v.id]}[l] = {r.load(v, ())};")
+    rows.close()
+    for v in new:
+        r.scopes[-1][(v.id, "row")] = f"{names[v.id]}[l]"
+        kept.add(v.id)
 
 
 class _Rows:
     """Loops over the rows of a block (row `rb + l`; `single`: the block is row `rb`), each
     with a renderer scope of its own in which the per-row values that phase `p` can use are
-    computed first."""
+    computed first. Across rows, a loop runs all ROW_BLOCK lanes, so that the C compiler
+    vectorises it with no remainder: the lanes past a short block's last row repeat that row
+    (every read stays in bounds, and nothing is computed that that row does not compute),
+    and only the loops that write the output stop at the block's rows (`real`)."""
 
     def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int], p: int,
                  rows_dims, dim, arrays: bool, single: bool, buffers: list[tuple[str, str]]):
@@ -242,14 +372,17 @@ class _Rows:
         self.buffers = buffers      # (C type, name) of the row buffers
         self.size = 1 if single else ROW_BLOCK      # rows in a block, at most
 
-    def open(self, hoist: bool = True) -> None:
+    def open(self, hoist: bool = True, real: bool = False) -> None:
         w, r = self.w, self.r
         if self.single:     # blocks of one row: no loop
             w.open()
             w("const int64_t l = 0, row = rb;")
-        else:
+        elif real:
             w.open("for (int64_t l = 0; l < nb; l++)")
             w("const int64_t row = rb + l;")
+        else:
+            w.open(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++)")
+            w("const int64_t row = rb + (l < nb ? l : nb - 1);")
         for t, name in self.buffers:     # this row's part of each row buffer
             w(f"{t} *restrict const {name}_r = {name} + l * n_cols;")
         if self.arrays:     # split once per block; otherwise where used (or dropped)
@@ -305,19 +438,34 @@ def _hoist_reciprocals(rows: _Rows) -> None:
 def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
                 output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool) -> None:
-    """One phase over the block's columns: a plain loop, row by row, storing row-buffer values
-    and/or the output, then the reductions (reading row buffers where kept): per row in
-    `lanes` lanes, or, with `across` and rows shorter than LANES, column by column with one
-    accumulator per row of the block (vectorised across the rows)."""
+    """One phase over the block's columns: the row-buffer values, the output, then the
+    reductions (reading row buffers where kept). One row at a time: a plain loop along the
+    row for the first two, and the reductions in `lanes` lanes. Across the rows (`across`):
+    column by column with a vector across the block's rows for the row buffers (laid out
+    column by column) and the reductions (one accumulator per row), and the output row by
+    row, so that it is written along the rows."""
     w, r, dim = rows.w, rows.r, rows.dim
-    if cached or output is not None:
-        rows.open()
+    at = f"c * {ROW_BLOCK} + l" if across else "c"     # where row buffers are read
+    if cached and across:
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
-        r.col = "c"
-        idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
+        cidx = _column_index(w, r, "c", cols_dims, dim)
+        rows.open(hoist=False)
+        r.col, r.canon = at, r.row_idx + cidx
         for v in cached:
-            w(f"{buffers[v.id]}_r[c] = {r.load(v, idx)};")
+            w(f"{buffers[v.id]}[{at}] = {r.load(v, r.canon)};")
+        rows.close()
+        r.pop()
+        w.close()
+    if (cached and not across) or output is not None:
+        rows.open(hoist=not across, real=True)
+        w.open("for (int64_t c = 0; c < n_cols; c++)")
+        r.push()
+        r.col, r.canon = at, None     # along the rows: inputs are read where they are
+        idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
+        if not across:
+            for v in cached:
+                w(f"{buffers[v.id]}_r[c] = {r.load(v, idx)};")
         if output is not None:
             v, name = output
             w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
@@ -325,14 +473,16 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         close_rows(w)
         rows.close()
     for v in cached:
-        r.cached[v.id] = buffers[v.id] + "_r"
+        r.cached[v.id] = buffers[v.id] + ("" if across else "_r")
     if not reduces:
         return
 
-    def body(col: str, slot: Callable[[str], str]) -> None:
+    def body(col: str, slot: Callable[[str], str], cidx: tuple | None = None) -> None:
         r.push()
-        r.col = col       # where row buffers are read
-        idx = r.row_idx + _column_index(w, r, col, cols_dims, dim)
+        r.col = at if across else col       # where row buffers are read
+        idx = r.row_idx + (cidx if cidx is not None else
+                           _column_index(w, r, col, cols_dims, dim))
+        r.canon = idx if across else None
         for op in reduces:
             acc = slot(acc_names[op.results[0].id])
             val = r.load(op.operands[0], idx)
@@ -343,55 +493,56 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]}_b[{rows.size}];")
     if across:
         # column by column, one accumulator per row of the block: each row's values in order
-        w.open(f"if (n_cols < {LANES})")
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
             w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = "
               f"{reducer_identity(op.attrs['reducer'], dt)};")
         w.open("for (int64_t c = 0; c < n_cols; c++)")
+        r.push()
+        cidx = _column_index(w, r, "c", cols_dims, dim)
         rows.open(hoist=False)
-        body("c", lambda acc: f"{acc}_b[l]")
+        body("c", lambda acc: f"{acc}_b[l]", cidx)
         rows.close()
+        r.pop()
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
             init = r.load(op.operands[1], ())   # the init value, once per row (as XLA does)
             w(f"for (int l = 0; l < {ROW_BLOCK}; l++) "
               f"{acc}_b[l] = {COMBINE[op.attrs['reducer']](init, acc + '_b[l]', dt)};")
-        w.else_()
-    # one row: `lanes` accumulators over runs of that many columns, then runs of LANES_SHORT
-    # into the first LANES_SHORT of them, then the rest one per lane; the lanes fold into
-    # LANES_SHORT by whole vectors and are combined in order (one lane: the columns in order)
-    rows.open()
-    for op in reduces:
-        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-        w(f"{ctype(dt)} {acc}_l[{lanes}];")
-        w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = "
-          f"{reducer_identity(op.attrs['reducer'], dt)};")
-    w("int64_t c = 0;")
-    for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
-        w.open(f"for (; c + {run} <= n_cols; c += {run})")
-        w.open(f"for (int64_t q = 0; q < {run}; q++)")
-        w("const int64_t cc = c + q;")
-        body("cc", lambda acc: f"{acc}_l[q]")
+    else:
+        # one row: `lanes` accumulators over runs of that many columns, then runs of
+        # LANES_SHORT into the first LANES_SHORT of them, then the rest one per lane; the lanes
+        # fold into LANES_SHORT by whole vectors and are combined in order (one lane: the
+        # columns in order)
+        rows.open()
+        for op in reduces:
+            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            w(f"{ctype(dt)} {acc}_l[{lanes}];")
+            w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = "
+              f"{reducer_identity(op.attrs['reducer'], dt)};")
+        w("int64_t c = 0;")
+        for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
+            w.open(f"for (; c + {run} <= n_cols; c += {run})")
+            w.open(f"for (int64_t q = 0; q < {run}; q++)")
+            w("const int64_t cc = c + q;")
+            body("cc", lambda acc: f"{acc}_l[q]")
+            close_rows(w)
+            close_rows(w)
+        w.open("for (; c < n_cols; c++)")
+        body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
         close_rows(w)
-        close_rows(w)
-    w.open("for (; c < n_cols; c++)")
-    body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
-    close_rows(w)
-    for op in reduces:
-        acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-        combine = COMBINE[op.attrs["reducer"]]
-        if lanes > LANES_SHORT:
-            w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
-              f"for (int q = 0; q < {LANES_SHORT}; q++) "
-              f"{acc}_l[q] = {combine(acc + '_l[q]', acc + '_l[k + q]', dt)};")
-        w(f"{ctype(dt)} {acc} = {r.load(op.operands[1], ())};")   # the init value, once
-        w(f"for (int q = 0; q < {min(lanes, LANES_SHORT)}; q++) "
-          f"{acc} = {combine(acc, acc + '_l[q]', dt)};")
-        w(f"{acc}_b[l] = {acc};")
-    rows.close()
-    if across:
-        w.close()
+        for op in reduces:
+            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
+            combine = COMBINE[op.attrs["reducer"]]
+            if lanes > LANES_SHORT:
+                w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
+                  f"for (int q = 0; q < {LANES_SHORT}; q++) "
+                  f"{acc}_l[q] = {combine(acc + '_l[q]', acc + '_l[k + q]', dt)};")
+            w(f"{ctype(dt)} {acc} = {r.load(op.operands[1], ())};")   # the init value, once
+            w(f"for (int q = 0; q < {min(lanes, LANES_SHORT)}; q++) "
+              f"{acc} = {combine(acc, acc + '_l[q]', dt)};")
+            w(f"{acc}_b[l] = {acc};")
+        rows.close()
     for op in reduces:
         r.accs[op.results[0].id] = f"{acc_names[op.results[0].id]}_b[l]"
