@@ -128,7 +128,6 @@ def emit_stitch(ctx: KernelContext) -> None:
     rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows = prod(rows_dims)
     level = _levels(kernel.ops)
-    out = kernel.outputs[0]
     inside = {res.id for op in kernel.ops for res in op.results}
 
     r = Renderer(w, inputs, dim, assume)
