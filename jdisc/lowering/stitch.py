@@ -30,6 +30,7 @@ compiler vectorises it).
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from jdisc.dynamic_passes.algebra import symbolic
@@ -38,6 +39,7 @@ from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float
 from jdisc.dynamic_passes.ir.ops import EXPENSIVE, SAME_INDEX
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
+from jdisc.errors import CompileError
 from jdisc.lowering.cdtype import ctype
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows,
@@ -112,13 +114,57 @@ def _rows_and_columns(kernel: Kernel) -> tuple[tuple, tuple]:
 
 def runs_rows_across(kernel: Kernel) -> bool:
     """Whether a stitch kernel has the path for short rows, blocks of rows run across the rows
-    (emit_stitch `across`): its rows may be shorter than LANES (their length is not known
-    when compiling, or known to be short) and it may have a block's worth of them. That path
-    is what makes a stitch kernel slow to compile at -O3 (lowering/units.py STITCH_OPT)."""
+    (emit_stitch `across`): it may have a block's worth of rows, and they may be shorter than
+    LANES (their length is not known when compiling). A short length known when compiling
+    takes it when the rows are 16 columns or more (one row's lanes would each hold a column
+    or two, combined in a chain), or when the kernel keeps row buffers (a softmax's exp:
+    along one row those loops run a few whole vectors and the rest a column at a time);
+    otherwise the C compiler unrolls the few columns and vectorises the loop over the rows
+    itself (a norm over xyz: 0.08 ns a value, against 0.6 across the rows). That path is what
+    makes a stitch kernel slow to compile at -O3 (lowering/units.py STITCH_OPT)."""
     rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows, n_cols = prod(rows_dims), prod(cols_dims)
-    return not (isinstance(n_cols, int) and n_cols >= LANES) and \
-        not (isinstance(n_rows, int) and n_rows < ROW_BLOCK)
+    if isinstance(n_rows, int) and n_rows < ROW_BLOCK:
+        return False
+    if not isinstance(n_cols, int):
+        return True
+    if n_cols >= LANES:
+        return False
+    if n_cols >= LANES_SHORT:
+        return True
+    reduced = {v.id for op in kernel.ops if op.name == "reduce" for v in op.results}
+    try:    # without the dim facts the launcher's checks give a version (emit_stitch has them)
+        row_vals = row_values(kernel, rows_dims, reduced)
+    except CompileError:
+        row_vals = set()
+    return bool(_row_buffered(kernel, _levels(kernel.ops), row_vals))
+
+
+def _row_buffered(kernel: Kernel, level: dict[int, int], row_vals: set[int]) -> list[Value]:
+    """The full-shape values that a later phase reads, or that a reduction reads, and that
+    cost more than a load to recompute: kept in a row buffer. A costly reduction input is
+    computed by a plain loop into the buffer, then reduced by a tight loop: both vectorise
+    (one loop doing both does not). A row value is one scalar per row, never buffered."""
+    inside = {res.id for op in kernel.ops for res in op.results}
+    producer = {res.id: op for op in kernel.ops for res in op.results}
+    costly: dict[int, bool] = {}     # per element: a per-row value's cost is paid per row
+    for op in kernel.ops:
+        for res in op.results:
+            costly[res.id] = res.id not in row_vals and (op.name in EXPENSIVE or any(
+                costly.get(x.id, False) and level.get(x.id, 0) == level.get(res.id, 0)
+                for x in op.operands))
+    later_reads: set[int] = set()
+    for op in kernel.ops:
+        if op.name == "reduce":
+            if costly.get(op.operands[0].id) and op.operands[0].id in inside:
+                later_reads.add(op.operands[0].id)
+            continue
+        for x in op.operands:
+            if x.id in inside and level.get(x.id, 0) < level[op.results[0].id] and \
+                    costly[x.id] and producer[x.id].name != "reduce":
+                later_reads.add(x.id)
+    later_reads -= row_vals
+    return [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
 
 
 def emit_stitch(ctx: KernelContext) -> None:
@@ -128,35 +174,11 @@ def emit_stitch(ctx: KernelContext) -> None:
     rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows = prod(rows_dims)
     level = _levels(kernel.ops)
-    inside = {res.id for op in kernel.ops for res in op.results}
 
     r = Renderer(w, inputs, dim, assume)
     reduced = {v.id for op in reduces for v in op.results}   # accumulators, not row values
     r.row_values = row_values(kernel, rows_dims, reduced, r.assume)
-    # full-shape values that a later phase reads, and that cost more than a load to
-    # recompute, are kept in a row buffer
-    producer = {res.id: op for op in kernel.ops for res in op.results}
-    costly: dict[int, bool] = {}
-    for op in kernel.ops:
-        for res in op.results:
-            costly[res.id] = op.name in EXPENSIVE or any(
-                costly.get(x.id, False) and level.get(x.id, 0) == level.get(res.id, 0)
-                for x in op.operands)
-    later_reads: set[int] = set()
-    for op in kernel.ops:
-        if op.name == "reduce":
-            continue
-        for x in op.operands:
-            if x.id in inside and level.get(x.id, 0) < level[op.results[0].id] and \
-                    costly[x.id] and producer[x.id].name != "reduce" and \
-                    x.id not in r.row_values:
-                later_reads.add(x.id)
-    # a costly reduction input is computed by a plain loop into a row buffer, then reduced by
-    # a tight lane loop: both vectorise (one loop doing both does not)
-    later_reads |= {op.operands[0].id for op in reduces
-                    if costly.get(op.operands[0].id) and op.operands[0].id in inside}
-    later_reads -= r.row_values          # a row value is one scalar per row, never buffered
-    cached = [op.results[0] for op in kernel.ops if op.results and op.results[0].id in later_reads]
+    cached = _row_buffered(kernel, level, r.row_values)
     cols = dim(prod(cols_dims))
     w("int jd_failed = 0;")
     w(f"const int64_t n_rows = {dim(n_rows)}, n_cols = {cols};")
@@ -180,19 +202,21 @@ def emit_stitch(ctx: KernelContext) -> None:
                 lanes=1 if integral else LANES if not const or known >= LANES else
                 LANES_SHORT if known >= LANES_SHORT else 1)
     if blocked:
-        s.stage_inputs(_staged_inputs(kernel, inputs, rows_dims + cols_dims, cached, reduces,
+        s.stage_inputs(_staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
                                       r.row_values | reduced))
-    # Short rows (fewer than LANES columns), when there are a block's worth of them, run
-    # ROW_BLOCK at a time with every loop across the block's rows: the block's inputs are
-    # first copied column by column into scratch (`stage`), row buffers are kept column by
-    # column, and the vectors hold one value of each of the block's rows. Otherwise rows run
-    # one at a time. A row of a length known when compiling to be LANES or more runs alone,
-    # in as many lanes as it fills (the C compiler unrolls what it knows); so does the one row
-    # of a kernel that has one (a sum of a whole array): there are no rows to run across, and
-    # the across-rows loop compiled in 4 times the time (W6's log density: 215 against 53 ms
-    # for each of two such kernels).
+    # Short rows (fewer than LANES columns) run ROW_BLOCK at a time with every loop across
+    # the block's rows: the inputs that row buffers' loops read are first copied column by
+    # column into scratch (`stage`), row buffers are kept column by column (zeroed first:
+    # lanes past a short block's rows may be read, never stored), and the vectors hold one
+    # value of each of the block's rows. Otherwise rows run one at a time. Which way a row
+    # runs depends on its length alone, never on how many rows there are, so that a row's
+    # result does not depend on the batch it came in. A row of a length known when compiling
+    # to be LANES or more runs alone, in as many lanes as it fills (the C compiler unrolls
+    # what it knows); so does the one row of a kernel that has one (a sum of a whole array):
+    # there are no rows to run across, and the across-rows loop compiled in 4 times the time
+    # (W6's log density: 215 against 53 ms for each of two such kernels).
     if blocked:
-        w(f"const int across = n_cols < {LANES} && n_rows >= {ROW_BLOCK};")
+        w(f"const int across = n_cols < {LANES};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
       " one row otherwise) and the block's inputs, column by column (across only) */")
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
@@ -200,12 +224,12 @@ def emit_stitch(ctx: KernelContext) -> None:
         [(v, s.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)") for v in s.staged]
     for v, name, n in scratch:
         t = ctype(v.dtype)
-        w(f"{t} *{name} = ({t} *)malloc(sizeof({t}) * {n} + 1);")
+        w(f"{t} *{name} = ({t} *)calloc({n} + 1, sizeof({t}));")
     if scratch:
         with w.block(f"if ({' || '.join('!' + name for _, name, _ in scratch)})"):
             w("jd_failed = 1;")
     w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if scratch else ''}jd_hi;")
-    if blocked and const and isinstance(n_rows, int):    # always across
+    if blocked and const:    # a short length known when compiling: always across
         s.emit_rows(outputs[0], across=True)
     elif blocked:
         w.open("if (across)")
@@ -222,15 +246,16 @@ def emit_stitch(ctx: KernelContext) -> None:
 
 
 def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, cached: list[Value],
-                   reduces: list[Op], stop: set[int]) -> list[Value]:
-    """The kernel inputs of the full [rows, columns] shape that the loops across rows read at
-    the element's own index: those reached from the row buffers' values and the reductions'
-    operands through elementwise ops (each reads its operands where it is read). Copying them
-    column by column once per block (a contiguous read per row) is cheaper than reading them
-    across the rows in every loop (a gather per vector); reads at other indices, and the
-    output loop's reads, which run along the rows, load from the inputs."""
+                   stop: set[int]) -> list[Value]:
+    """The kernel inputs of the full [rows, columns] shape that the row buffers' loops read,
+    across the rows, at the element's own index (through elementwise ops, which read their
+    operands where they are read). Those loops compute what is costly (an exp); read across
+    the rows, each vector of an input is a gather, and copying the block's part of the input
+    column by column first (a contiguous read per row) is cheaper. Other loops read these
+    copies too; inputs read only by reductions of cheap values are read in place (one pass:
+    copying first costs more than the gathers it saves)."""
     buffered = {v.id for v in cached}
-    stack = [(v, True) for v in cached] + [(op.operands[0], True) for op in reduces]
+    stack = [(v, True) for v in cached]
     seen: set[int] = set()
     found: list[Value] = []
     while stack:
@@ -371,13 +396,21 @@ class _Rows:
         self.buffers = buffers      # (C type, name) of the row buffers
         self.size = 1 if single else ROW_BLOCK      # rows in a block, at most
 
-    def open(self, hoist: bool = True, real: bool = False) -> None:
+    def open(self, hoist: bool = True, real: bool = False, auto: bool = False) -> None:
+        """A loop over the block's rows, or its one row. Across rows: over the block's real
+        rows (`real`); over every lane, a short block's last row repeated (the loops that
+        compute per-row values and copy inputs); or (`auto`, the loops over every column) over
+        every lane when the body does not use the row (it reads copies, row buffers and per-row
+        arrays: whole vectors, no remainder) and over the real rows otherwise (it reads inputs
+        across the rows; a repeated row would cost an index select in every read)."""
         w, r = self.w, self.r
+        self._auto = None
         if self.single:     # blocks of one row: no loop
             w.open()
             w("const int64_t l = 0, row = rb;")
-        elif real:
-            w.open("for (int64_t l = 0; l < nb; l++)")
+        elif real or auto:
+            self._auto = len(w.lines) if auto else None
+            w.open(f"for (int64_t l = 0; l < {_AUTO if auto else 'nb'}; l++)")
             w("const int64_t row = rb + l;")
         else:
             w.open(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++)")
@@ -390,6 +423,7 @@ class _Rows:
             r.row_idx = names
         else:
             r.row_idx = _row_names(w, self.rows_dims, self.dim)
+        self._body = len(w.lines)
         r.push()
         if hoist:
             for op in self.kernel.ops:
@@ -400,6 +434,15 @@ class _Rows:
     def close(self) -> None:
         self.r.pop()
         self.w.close()
+        if self._auto is not None:
+            lines = self.w.lines
+            uses_row = any(_ROW_NAMES.search(line) for line in lines[self._body:])
+            lines[self._auto] = lines[self._auto].replace(
+                _AUTO, "nb" if uses_row else str(ROW_BLOCK))
+
+
+_AUTO = "@lanes@"
+_ROW_NAMES = re.compile(r"\b(?:row|i\d+)\b")
 
 
 def _row_names(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
@@ -449,7 +492,7 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
         cidx = _column_index(w, r, "c", cols_dims, dim)
-        rows.open(hoist=False)
+        rows.open(hoist=False, auto=True)
         r.col, r.canon = at, r.row_idx + cidx
         for v in cached:
             w(f"{buffers[v.id]}[{at}] = {r.load(v, r.canon)};")
@@ -499,7 +542,7 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
         cidx = _column_index(w, r, "c", cols_dims, dim)
-        rows.open(hoist=False)
+        rows.open(hoist=False, auto=True)
         body("c", lambda acc: f"{acc}_b[l]", cidx)
         rows.close()
         r.pop()
