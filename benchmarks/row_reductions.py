@@ -2,6 +2,7 @@
 
     python benchmarks/row_reductions.py [--lengths 3,8,20,40,63,100,200,1000] [--elements 200000]
     python benchmarks/row_reductions.py --op any     # jnp.any(x > 2) over each row: booleans
+    python benchmarks/row_reductions.py --known      # the length known when compiling
 
 A stitch kernel runs rows shorter than 64 columns 16 at a time, its reductions across the rows,
 and longer rows one at a time in lanes (lowering/stitch.py); this times one softmax (a max and
@@ -9,7 +10,9 @@ a sum per row) over about `--elements` values at each row
 length, jdisc compiled once for every length, jax.jit once per length, interleaved in one
 process. Medians of `--repeats` calls; set JDISC_NUM_THREADS=1 to compare the kernels alone.
 The first line gives jdisc's compile (its first call, which waits for it: `bridge=False`), with
-the cache jdisc would use; set JDISC_CACHE_DIR to an empty directory for a cold one.
+the cache jdisc would use; set JDISC_CACHE_DIR to an empty directory for a cold one. With
+`--known` only the row count is dynamic: jdisc compiles once per length too (a softmax over a
+fixed number of classes, heads or coordinates, for any batch), and the first line is left out.
 """
 
 from __future__ import annotations
@@ -32,23 +35,33 @@ def main() -> None:
     p.add_argument("--elements", type=int, default=200000)
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--op", choices=("softmax", "any"), default="softmax")
+    p.add_argument("--known", action="store_true", help="the row length known when compiling")
     a = p.parse_args()
     f = (lambda x: jax.nn.softmax(x, axis=-1)) if a.op == "softmax" else \
         (lambda x: jnp.any(x > 2.0, axis=-1))
-    jf, xf = jdisc.jit(f, dynamic_axes=({0: "rows", 1: "n"},), bridge=False), jax.jit(f)
-    t0 = time.perf_counter()
-    jax.block_until_ready(jf(np.ones((2, 3), np.float32)))
-    print(f"{a.op}: load {os.getloadavg()[0]:.2f}, JDISC_NUM_THREADS="
-          f"{os.environ.get('JDISC_NUM_THREADS', '')!r}, jdisc's compile "
-          f"{time.perf_counter() - t0:.2f} s")
+    axes = ({0: "rows"},) if a.known else ({0: "rows", 1: "n"},)
+    jf, xf = jdisc.jit(f, dynamic_axes=axes, bridge=False), jax.jit(f)
+    compiles = 0
+    line = f"{a.op}: load {os.getloadavg()[0]:.2f}, JDISC_NUM_THREADS=" \
+        f"{os.environ.get('JDISC_NUM_THREADS', '')!r}"
+    if a.known:
+        print(f"{line}, the row length known when compiling (a compile per length)")
+    else:
+        t0 = time.perf_counter()
+        jax.block_until_ready(jf(np.ones((2, 3), np.float32)))
+        print(f"{line}, jdisc's compile {time.perf_counter() - t0:.2f} s")
     print("| n | jdisc ms | jax.jit ms | ratio |\n| --- | --- | --- | --- |")
-    for n in map(int, a.lengths.split(",")):
+    lengths = list(map(int, a.lengths.split(",")))
+    for n in lengths:
+        if a.known:     # a length of its own: a function of its own (static dims must match)
+            compiles += jf.stats()["compiles"]
+            jf = jdisc.jit(f, dynamic_axes=axes, bridge=False)
         x = np.random.default_rng(n).standard_normal((a.elements // n, n)).astype(np.float32)
         x = jax.device_put(x)
         jax.block_until_ready(jf(x))
         jax.block_until_ready(xf(x))
         print(f"| {n} | {time_cells(jf, xf, (x,), a.repeats)}")
-    assert jf.stats()["compiles"] == 1
+    assert compiles + jf.stats()["compiles"] == (len(lengths) if a.known else 1)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

@@ -85,3 +85,18 @@ def test_kernel_times_reports_each_kernel_per_side(tmp_path):
             assert [k.split("_", 2)[2] for k in run[shape]] == \
                 ["dot_general", "add_maximum", "dot_general", "add"], run[shape]
             assert all(t > 0 for t in run[shape].values()), run[shape]
+
+
+def test_row_reductions_times_each_length_both_ways():
+    # a dynamic row length (one compile) and one known when compiling (one per length)
+    for extra in ([], ["--known"]):
+        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "row_reductions.py"),
+                               "--lengths", "3,70", "--elements", "2000", "--repeats", "2",
+                               *extra], env=env_with(), capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+                if line.startswith("| ") and not line.startswith("| n") and "---" not in line]
+        assert [r[0].strip() for r in rows] == ["3", "70"], proc.stdout
+        assert ("known when compiling" in proc.stdout) == bool(extra), proc.stdout
+        assert all(float(c) > 0 for r in rows for c in r[1:4]), rows   # ms, ms, ratio

@@ -606,6 +606,25 @@ def test_short_rows_across_read_their_inputs_every_way(rng):
     assert jf.stats()["compiles"] == 1
 
 
+def test_a_rows_result_does_not_depend_on_its_batch(rng):
+    # the order in which a row's values are combined depends on its length alone
+    # (lowering/stitch.py): the same row in batches of 1, 15, 16 and 17 rows (no whole block
+    # of 16, one, a partial block) gives the same bits as in a batch of 40, at lengths short
+    # and long, unknown and known when compiling
+    def f(x):
+        return (jax.nn.softmax(x, axis=-1), jnp.sum(x, axis=-1), jax.nn.logsumexp(x, axis=-1),
+                (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1.0))
+    unknown = jdisc.jit(f, dynamic_axes=({0: "B", 1: "N"},))
+    for n in (1, 3, 13, 16, 40, 63, 64, 100):
+        x = rng.standard_normal((40, n)).astype(np.float32)
+        for jf in (unknown, jdisc.jit(f, dynamic_axes=({0: "B"},))):
+            whole = [np.asarray(a) for a in jf(x)]
+            for rows in (1, 15, 16, 17):
+                for k, part in enumerate(jf(x[24 - rows:24])):
+                    assert np.array_equal(np.asarray(part)[-1], whole[k][23]), (n, rows, k)
+    assert unknown.stats()["compiles"] == 1
+
+
 def test_assert_close_fails_where_jax_has_an_infinity_and_jdisc_does_not():
     # the suite's comparison: an infinity in the expected output must not make the bound
     # infinite (3.0 against inf passed before 2026-12-06); equal infinities pass
