@@ -13,19 +13,21 @@ max with NaN and signed-zero rules is a chain of several instructions per step):
 then runs of 16 into the first 16 of them, then one column per lane; the lanes fold into 16
 by whole vectors and are combined one by one, in a fixed order.
 
-Shorter rows (a softmax over a few dozen keys, a norm over xyz), when there are at least 16 of
-them, are too short to split: along one row, vector instructions run a few whole vectors and
-then the rest one column at a time (an exp of one value costs about as much as one of a whole
-vector). They run 16
-rows at a time and every loop runs *across* the block's rows, one vector lane per row: the
-block's inputs are first copied column by column into scratch (a row's reads stay
-contiguous), row buffers are laid out column by column, each phase's values and reductions
-(one accumulator per row, its columns in order) are computed a column at a time for the 16
-rows, and the output is written row by row. The same holds for rows of a length known when
-compiling to be short. A row's values are combined in an order that depends only on its
-length. A kernel's only row (a sum over a whole array) runs in lanes, and a long row of
-integers, whose order does not change the result, is a plain loop with one accumulator (the C
-compiler vectorises it).
+Shorter rows (a softmax over a few dozen keys, a norm over xyz) are too short to split:
+along one row, vector instructions run a few whole vectors and then the rest one column at a
+time (an exp of one value costs about as much as one of a whole vector). They run 16 rows at
+a time and every loop runs *across* the block's rows, one vector lane per row: the inputs
+that the costly values' loops read are first copied column by column for the block (a row's
+reads stay contiguous), row buffers are laid out column by column, per-row values are kept
+one per lane, each phase's values and reductions (one accumulator per row, its columns in
+order) are computed a column at a time for the 16 rows, and the output is written row by
+row. Rows of a length known when compiling to be short run so from 16 columns, or when the
+kernel keeps row buffers; shorter ones run one at a time, unrolled by the C compiler. Which
+way a row runs, and so the order in which its values are combined, depends only on its
+length, never on the number of rows: a row's result does not depend on its batch. A kernel's
+only row (a sum over a whole array) runs in lanes, and a long row of integers, whose order
+does not change the result, is a plain loop with one accumulator (the C compiler vectorises
+it).
 """
 
 from __future__ import annotations
