@@ -502,7 +502,7 @@ def test_chlo_scan_reverse_is_refused_not_miscompiled():
 
 def test_row_reductions_at_every_size_class(rng):
     # a stitch kernel's reductions have a version per row length (lowering/stitch.py: rows
-    # shorter than 64 columns in blocks of 16 rows, longer rows in 64 lanes, then 16, then one
+    # shorter than 128 columns in blocks of 16 rows, longer rows in 64 lanes, then 16, then one
     # per lane): lengths on each side of each boundary, with sums, a max and
     # a min in one row, against jax.jit; then max and min by StableHLO's rules, bit for bit:
     # NaN wins, max(-0, +0) = +0, min(-0, +0) = -0 (XLA:CPU's own vectorised max drops a NaN
@@ -512,7 +512,7 @@ def test_row_reductions_at_every_size_class(rng):
         var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
         return ((x - mean) * jax.lax.rsqrt(var + 1e-5), jax.nn.softmax(x, axis=-1),
                 jnp.max(x, axis=-1), jnp.min(x, axis=-1))
-    lengths = [1, 2, 3, 15, 16, 17, 63, 64, 65, 79, 80, 127, 1000]
+    lengths = [1, 2, 3, 15, 16, 17, 63, 64, 65, 79, 80, 127, 128, 129, 191, 1000]
     check(f, ({0: "B", 1: "N"},),
           lambda n: (rng.standard_normal((3, n)).astype(np.float32),), lengths, tol=2e-6)
 
@@ -543,7 +543,7 @@ def test_row_reductions_at_every_size_class(rng):
 
 
 def test_short_rows_in_blocks(rng):
-    # rows shorter than 64 columns run 16 at a time (lowering/stitch.py): row counts on each
+    # rows shorter than 128 columns run 16 at a time (lowering/stitch.py): row counts on each
     # side of a block, rows over two dims, a per-row input and a per-row output (logsumexp),
     # a mask read along the row, and a reduction over two trailing dims; each shape against
     # jax.jit, and each row of a block again alone (the last, partial block of a call)
@@ -572,7 +572,7 @@ def test_short_rows_in_blocks(rng):
         assert jf.stats()["compiles"] == 1
     run(jdisc.jit(f, dynamic_axes=axes),
         [(1, 1, 1), (1, 15, 3), (2, 8, 7), (1, 17, 15), (3, 11, 16), (2, 16, 40), (1, 33, 63),
-         (1, 5, 64), (0, 4, 5), (2, 3, 1)])
+         (1, 5, 64), (2, 9, 127), (1, 3, 128), (0, 4, 5), (2, 3, 1)])
     # a row length known when compiling: short rows across the rows when there are 16 of
     # them (fewer: one row at a time), long rows one at a time in as many lanes as they fill
     rows_only = ({0: "B", 1: "S"},) * 3
@@ -615,7 +615,7 @@ def test_a_rows_result_does_not_depend_on_its_batch(rng):
         return (jax.nn.softmax(x, axis=-1), jnp.sum(x, axis=-1), jax.nn.logsumexp(x, axis=-1),
                 (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1.0))
     unknown = jdisc.jit(f, dynamic_axes=({0: "B", 1: "N"},))
-    for n in (1, 3, 13, 16, 40, 63, 64, 100):
+    for n in (1, 3, 13, 16, 40, 63, 64, 100, 128, 200):
         x = rng.standard_normal((40, n)).astype(np.float32)
         for jf in (unknown, jdisc.jit(f, dynamic_axes=({0: "B"},))):
             whole = [np.asarray(a) for a in jf(x)]

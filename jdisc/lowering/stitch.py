@@ -7,27 +7,29 @@ per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1
 are computed once per row between phases. The row's length, known at run time, picks one of
 two ways.
 
-Rows of 64 columns or more run one at a time. Reductions split their column loop into lanes,
-independent accumulators, so that the loop vectorises and no lane waits on the one before (a
-max with NaN and signed-zero rules is a chain of several instructions per step): 64 lanes,
-then runs of 16 into the first 16 of them, then one column per lane; the lanes fold into 16
-by whole vectors and are combined one by one, in a fixed order.
+Rows of 128 columns or more (64 or more, for a length known when compiling) run one at a
+time. Reductions split their column loop into lanes, independent accumulators, so that the
+loop vectorises and no lane waits on the one before (a max with NaN and signed-zero rules is
+a chain of several instructions per step): 64 lanes, then runs of 16 into the first 16 of
+them, then one column per lane; the lanes fold into 16 by whole vectors and are combined one
+by one, in a fixed order.
 
-Shorter rows (a softmax over a few dozen keys, a norm over xyz) are too short to split:
-along one row, vector instructions run a few whole vectors and then the rest one column at a
-time (an exp of one value costs about as much as one of a whole vector). They run 16 rows at
-a time and every loop runs *across* the block's rows, one vector lane per row: the inputs
-that the costly values' loops read are first copied column by column for the block (a row's
-reads stay contiguous), row buffers are laid out column by column, per-row values are kept
-one per lane, each phase's values and reductions (one accumulator per row, its columns in
-order) are computed a column at a time for the 16 rows, and the output is written row by
-row. Rows of a length known when compiling to be short run so from 16 columns, or when the
-kernel keeps row buffers; shorter ones run one at a time, unrolled by the C compiler. Which
-way a row runs, and so the order in which its values are combined, depends only on its
-length, never on the number of rows: a row's result does not depend on its batch. A kernel's
-only row (a sum over a whole array) runs in lanes, and a long row of integers, whose order
-does not change the result, is a plain loop with one accumulator (the C compiler vectorises
-it).
+Shorter rows (a softmax over a few dozen keys, a norm over xyz) are too short to split: along
+one row, vector instructions run a few whole vectors and then the rest one column at a time
+(an exp of one value costs about as much as one of a whole vector), and each row pays for
+combining its lanes. They run 16 rows at a time and every loop runs *across* the block's
+rows, one vector lane per row: the inputs that the costly values' loops read are first copied
+column by column for the block (a row's reads stay contiguous), row buffers are laid out
+column by column, per-row values are kept one per lane, each phase's values and reductions
+(one accumulator per row, its columns in order) are computed a column at a time for the 16
+rows, and the output is written row by row. A length known when compiling runs so from 16 to
+63 columns, and below 16 when the kernel keeps row buffers; otherwise a row runs alone, and
+the C compiler unrolls its few columns and vectorises the loop over the rows (it unrolls 64
+known columns across the rows badly: 1.5-3x slower). Which way a row runs, and so the order
+in which its values are combined, depends on its length alone, never on the number of rows:
+a row's result does not depend on its batch. A kernel's only row (a sum over a whole array)
+runs in lanes, and a long row of integers, whose order does not change the result, is a
+plain loop with one accumulator (the C compiler vectorises it).
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows,
 from jdisc.lowering.row_values import row_values
 
 # accumulators per reduction in a long row's loop, and the vector that they fold into; rows
-# shorter than LANES run ROW_BLOCK at a time, with an accumulator per row
+# shorter than ACROSS run ROW_BLOCK at a time, across the rows (from 128 columns, a row alone
+# was faster at 128, 150, 180 and 255 columns; below it, slower at 64, 100 and 127)
 LANES, LANES_SHORT, ROW_BLOCK = 64, 16, 16
+ACROSS = 2 * LANES
 
 
 def _column_index(w: CWriter, r: Renderer, col: str, cols_dims, dim) -> tuple[str, ...]:
@@ -116,21 +120,20 @@ def _rows_and_columns(kernel: Kernel) -> tuple[tuple, tuple]:
 
 def runs_rows_across(kernel: Kernel) -> bool:
     """Whether a stitch kernel has the path for short rows, blocks of rows run across the rows
-    (emit_stitch `across`): it may have a block's worth of rows, and they may be shorter than
-    LANES (their length is not known when compiling). A short length known when compiling
-    takes it when the rows are 16 columns or more (one row's lanes would each hold a column
-    or two, combined in a chain), or when the kernel keeps row buffers (a softmax's exp:
-    along one row those loops run a few whole vectors and the rest a column at a time);
-    otherwise the C compiler unrolls the few columns and vectorises the loop over the rows
-    itself (a norm over xyz: 0.08 ns a value, against 0.6 across the rows). That path is what
-    makes a stitch kernel slow to compile at -O3 (lowering/units.py STITCH_OPT)."""
+    (emit_stitch `across`): it may have more than a block's worth of rows, and they may be
+    short: their length is not known when compiling, or known to be 16 to 63 columns, or
+    fewer when the kernel keeps row buffers (a softmax's exp: along one row those loops run a
+    few whole vectors and the rest a column at a time). Fewer known columns, and no row
+    buffer: the C compiler unrolls the columns and vectorises the loop over the rows itself
+    (a norm over xyz: 0.08 ns a value, against 0.6 across the rows). That path is what makes
+    a stitch kernel slow to compile at -O3 (lowering/units.py STITCH_OPT)."""
     rows_dims, cols_dims = _rows_and_columns(kernel)
     n_rows, n_cols = prod(rows_dims), prod(cols_dims)
     if isinstance(n_rows, int) and n_rows < ROW_BLOCK:
         return False
     if not isinstance(n_cols, int):
         return True
-    if n_cols >= LANES:
+    if n_cols >= LANES:     # known: GCC unrolls 64 known columns across the rows badly
         return False
     if n_cols >= LANES_SHORT:
         return True
@@ -188,8 +191,8 @@ def emit_stitch(ctx: KernelContext) -> None:
                [("int64_t", "n_rows", dim(n_rows)), ("int64_t", "n_cols", cols)],
                failed="jd_failed")
     w.open()
-    # Reductions of integers (booleans too) give the same result in any order: a row of 64
-    # columns or more is one accumulator in a plain column loop, which GCC vectorises itself
+    # Reductions of integers (booleans too) give the same result in any order: a row that runs
+    # alone (a long one) is one accumulator in a plain column loop, which GCC vectorises itself
     # (the lanes fix the order of floats' additions; for an `any` over rows, GCC took about
     # twice as long to compile them: `benchmarks/row_reductions.py --op any`). Short rows
     # still run across the block's rows. Not in a kernel that keeps its branches: without
@@ -206,7 +209,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     if blocked:
         s.stage_inputs(_staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
                                       r.row_values | reduced))
-    # Short rows (fewer than LANES columns) run ROW_BLOCK at a time with every loop across
+    # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
     # the block's rows: the inputs that row buffers' loops read are first copied column by
     # column into scratch (`stage`), row buffers are kept column by column (zeroed first:
     # lanes past a short block's rows may be read, never stored), and the vectors hold one
@@ -218,7 +221,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     # there are no rows to run across, and the across-rows loop compiled in 4 times the time
     # (W6's log density: 215 against 53 ms for each of two such kernels).
     if blocked:
-        w(f"const int across = n_cols < {LANES};")
+        w(f"const int across = n_cols < {ACROSS};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
       " one row otherwise) and the block's inputs, column by column (across only) */")
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
