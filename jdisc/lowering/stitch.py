@@ -414,7 +414,7 @@ class _Rows:
             w.open()
             w("const int64_t l = 0, row = rb;")
         elif real or auto:
-            self._auto = len(w.lines) if auto else None
+            self._auto = (w.lines, len(w.lines)) if auto else None
             w.open(f"for (int64_t l = 0; l < {_AUTO if auto else 'nb'}; l++)")
             w("const int64_t row = rb + l;")
         else:
@@ -439,11 +439,10 @@ class _Rows:
     def close(self) -> None:
         self.r.pop()
         self.w.close()
-        if self._auto is not None:
-            lines = self.w.lines
+        if self._auto is not None:      # the loop's header, now that its body is written
+            lines, head = self._auto
             uses_row = any(_ROW_NAMES.search(line) for line in lines[self._body:])
-            lines[self._auto] = lines[self._auto].replace(
-                _AUTO, "nb" if uses_row else str(ROW_BLOCK))
+            lines[head] = lines[head].replace(_AUTO, "nb" if uses_row else str(ROW_BLOCK))
 
 
 _AUTO = "@lanes@"
