@@ -203,12 +203,11 @@ def emit_stitch(ctx: KernelContext) -> None:
     known = prod(cols_dims)
     const = isinstance(known, int)
     blocked = runs_rows_across(kernel)
-    s = _Stitch(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
-                lanes=1 if integral else LANES if not const or known >= LANES else
-                LANES_SHORT if known >= LANES_SHORT else 1)
-    if blocked:
-        s.stage_inputs(_staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
-                                      r.row_values | reduced))
+    staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
+                            r.row_values | reduced) if blocked else []
+    loops = _Stitch(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
+                    1 if integral else LANES if not const or known >= LANES else
+                    LANES_SHORT if known >= LANES_SHORT else 1, staged)
     # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
     # the block's rows: the inputs that row buffers' loops read are first copied column by
     # column into scratch (`stage`), row buffers are kept column by column (zeroed first:
@@ -225,8 +224,9 @@ def emit_stitch(ctx: KernelContext) -> None:
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
       " one row otherwise) and the block's inputs, column by column (across only) */")
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
-    scratch = [(v, s.buffers[v.id], f"(size_t)n_cols{rows_of}") for v in cached] + \
-        [(v, s.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)") for v in s.staged]
+    scratch = [(v, loops.buffers[v.id], f"(size_t)n_cols{rows_of}") for v in cached] + \
+        [(v, loops.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")
+         for v in staged]
     for v, name, n in scratch:
         t = ctype(v.dtype)
         w(f"{t} *{name} = ({t} *)calloc({n} + 1, sizeof({t}));")
@@ -235,15 +235,15 @@ def emit_stitch(ctx: KernelContext) -> None:
             w("jd_failed = 1;")
     w(f"const int64_t row_end = {'jd_failed ? jd_lo : ' if scratch else ''}jd_hi;")
     if blocked and const:    # a short length known when compiling: always across
-        s.emit_rows(outputs[0], across=True)
+        loops.emit_rows(outputs[0], across=True)
     elif blocked:
         w.open("if (across)")
-        s.emit_rows(outputs[0], across=True)
+        loops.emit_rows(outputs[0], across=True)
         w.else_()
-        s.emit_rows(outputs[0], across=False)
+        loops.emit_rows(outputs[0], across=False)
         w.close()
     else:
-        s.emit_rows(outputs[0], across=False)
+        loops.emit_rows(outputs[0], across=False)
     for _, name, _ in scratch:
         w(f"free({name});")
     close_rows(w)
@@ -282,17 +282,14 @@ class _Stitch:
     rows of a block, or one row at a time); emit_stitch may write both."""
 
     def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int],
-                 rows_dims, cols_dims, dim, reduces: list[Op], cached: list[Value], lanes: int):
+                 rows_dims, cols_dims, dim, reduces: list[Op], cached: list[Value], lanes: int,
+                 staged: list[Value]):
         self.w, self.r, self.kernel, self.level = w, r, kernel, level
         self.rows_dims, self.cols_dims, self.dim = rows_dims, cols_dims, dim
         self.reduces, self.cached, self.lanes = reduces, cached, lanes
         self.buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
-        self.staged: list[Value] = []
-        self.stage: dict[int, str] = {}
-
-    def stage_inputs(self, values: list[Value]) -> None:
-        self.staged = values
-        self.stage = {v.id: f"stage{i}" for i, v in enumerate(values)}
+        self.staged = staged        # inputs copied column by column (across only)
+        self.stage = {v.id: f"stage{i}" for i, v in enumerate(staged)}
 
     def emit_rows(self, output: str, across: bool) -> None:
         w, r, kernel, level = self.w, self.r, self.kernel, self.level
@@ -311,7 +308,7 @@ class _Stitch:
             w.close()
         r.row_dims = tuple(self.rows_dims)
         r.push()
-        r.accs, r.cached, r.recip, r.staged = {}, {}, {}, {}
+        r.accs, r.cached, r.recip, r.staged, r.canon = {}, {}, {}, {}, None
         out = kernel.outputs[0]
         row_buffers = [] if across else \
             [(ctype(v.dtype), self.buffers[v.id]) for v in self.cached]
