@@ -34,9 +34,6 @@ plain loop with one accumulator (the C compiler vectorises it).
 
 from __future__ import annotations
 
-import re
-from typing import Callable
-
 from jdisc.dynamic_passes.algebra import symbolic
 from jdisc.dynamic_passes.algebra.symbolic import prod
 from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float
@@ -45,32 +42,11 @@ from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import CompileError
 from jdisc.lowering.cdtype import ctype
-from jdisc.lowering.cwriter import CWriter
-from jdisc.lowering.loops import (COMBINE, KernelContext, Renderer, close_rows,
-                                  open_rows, parallel_min_work, reducer_identity)
+from jdisc.lowering.loops import (KernelContext, Renderer, close_rows, open_rows,
+                                  parallel_min_work)
 from jdisc.lowering.row_values import row_values
-
-# accumulators per reduction in a long row's loop, and the vector that they fold into; rows
-# shorter than ACROSS run ROW_BLOCK at a time, across the rows (from 128 columns, a row alone
-# was faster at 128, 150, 180 and 255 columns; below it, slower at 64, 100 and 127)
-LANES, LANES_SHORT, ROW_BLOCK = 64, 16, 16
-ACROSS = 2 * LANES
-
-
-def _column_index(w: CWriter, r: Renderer, col: str, cols_dims, dim) -> tuple[str, ...]:
-    """Per-dimension column indices from the flat column index `col` (a load over all of them,
-    in order, reads at `col` itself: Renderer.linear)."""
-    if len(cols_dims) == 1:
-        return (col,)
-    names, rest = [], col
-    for k in range(len(cols_dims) - 1, -1, -1):
-        name = f"c{k}_{col}"
-        w(f"const int64_t {name} = {rest}{'' if k == 0 else f' % {dim(cols_dims[k])}'};")
-        rest = f"({rest} / {dim(cols_dims[k])})"
-        names.append(name)
-    names.reverse()
-    r.flat[tuple(names)] = (col, tuple(cols_dims))
-    return tuple(names)
+from jdisc.lowering.stitch_loops import (ACROSS, LANES, LANES_SHORT, ROW_BLOCK, StitchLoops,
+                                         column_index)
 
 
 def emit_loop(ctx: KernelContext) -> None:
@@ -94,7 +70,7 @@ def emit_loop(ctx: KernelContext) -> None:
                 r.load(v, ())
     w.open("for (int64_t c = 0; c < n_cols; c++)")
     r.push()
-    idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
+    idx = r.row_idx + column_index(w, r, "c", cols_dims, dim)
     for v, name in zip(kernel.outputs, outputs):   # several outputs: multi-output fusion
         w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
     r.pop()
@@ -205,7 +181,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     blocked = runs_rows_across(kernel)
     staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
                             r.row_values | reduced) if blocked else []
-    loops = _Stitch(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
+    loops = StitchLoops(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
                     1 if integral else LANES if not const or known >= LANES else
                     LANES_SHORT if known >= LANES_SHORT else 1, staged)
     # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
@@ -275,317 +251,3 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, cached: 
         elif v.producer is not None and v.producer.name in SAME_INDEX:
             stack.extend((x, False) for x in v.producer.operands if x.rank)
     return sorted(found, key=lambda v: v.id)
-
-
-class _Stitch:
-    """One stitch kernel's loops over a piece's rows, for one way of running them (across the
-    rows of a block, or one row at a time); emit_stitch may write both."""
-
-    def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int],
-                 rows_dims, cols_dims, dim, reduces: list[Op], cached: list[Value], lanes: int,
-                 staged: list[Value]):
-        self.w, self.r, self.kernel, self.level = w, r, kernel, level
-        self.rows_dims, self.cols_dims, self.dim = rows_dims, cols_dims, dim
-        self.reduces, self.cached, self.lanes = reduces, cached, lanes
-        self.buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
-        self.staged = staged        # inputs copied column by column (across only)
-        self.stage = {v.id: f"stage{i}" for i, v in enumerate(staged)}
-
-    def emit_rows(self, output: str, across: bool) -> None:
-        w, r, kernel, level = self.w, self.r, self.kernel, self.level
-        if across:
-            w.open(f"for (int64_t rb = jd_lo; rb < row_end; rb += {ROW_BLOCK})")
-            w(f"const int64_t nb = row_end - rb < {ROW_BLOCK} ? row_end - rb : {ROW_BLOCK};")
-        else:    # one row at a time: a plain row loop (which the C compiler may vectorise)
-            w.open("for (int64_t rb = jd_lo; rb < row_end; rb++)")
-        arrays = kernel.row_rank > 1 and across
-        if arrays:   # the rows' indices, split once per block (a division each)
-            w(f"int64_t {', '.join(f'i{j}_b[{ROW_BLOCK}]' for j in range(kernel.row_rank))};")
-            w.open(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++)")
-            w("const int64_t row = rb + (l < nb ? l : nb - 1);")
-            for j, name in enumerate(_row_names(w, self.rows_dims, self.dim)):
-                w(f"i{j}_b[l] = {name};")
-            w.close()
-        r.row_dims = tuple(self.rows_dims)
-        r.push()
-        r.accs, r.cached, r.recip, r.staged, r.canon = {}, {}, {}, {}, None
-        out = kernel.outputs[0]
-        row_buffers = [] if across else \
-            [(ctype(v.dtype), self.buffers[v.id]) for v in self.cached]
-        if across and self.staged:
-            rows = _Rows(w, r, kernel, level, 0, self.rows_dims, self.dim, arrays, False, [])
-            self._stage(rows)
-        n_phases = max(level.get(op.operands[0].id, 0) for op in self.reduces) + 1
-        final = level.get(out.id, 0)
-        out_is_row = kernel.root.name == "reduce" or out.id in r.row_values
-        acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(self.reduces)}
-        kept: set[int] = set()       # row values kept in arrays, one entry per row of a block
-        for p in range(max(n_phases, final + 1)):
-            rows = _Rows(w, r, kernel, level, p, self.rows_dims, self.dim, arrays,
-                         not across, row_buffers)
-            if across:
-                _keep_row_values(rows, kept)
-            _hoist_reciprocals(rows)
-            phase_reduces = [op for op in self.reduces if level.get(op.operands[0].id, 0) == p]
-            phase_cached = [v for v in self.cached if level[v.id] == p]
-            writes_out = not out_is_row and final == p
-            if phase_reduces or phase_cached or writes_out:
-                _emit_phase(rows, phase_reduces, acc_names, phase_cached, self.buffers,
-                            (out, output) if writes_out else None, self.cols_dims,
-                            self.lanes, across)
-        if out_is_row:
-            rows.open(real=True)
-            w(f"{output}[row] = {r.load(out, ())};")
-            rows.close()
-        r.staged = {}
-        r.pop()
-        close_rows(w)
-
-    def _stage(self, rows: "_Rows") -> None:
-        """The block's staged inputs, copied row by row (contiguous reads) into scratch laid
-        out column by column (`stage<k>[c * ROW_BLOCK + l]`)."""
-        w, r = self.w, self.r
-        rows.open(hoist=False)
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
-        r.push()
-        idx = r.row_idx + _column_index(w, r, "c", self.cols_dims, self.dim)
-        for v in self.staged:
-            w(f"{self.stage[v.id]}[c * {ROW_BLOCK} + l] = {r.load(v, idx)};")
-        r.pop()
-        w.close()
-        rows.close()
-        r.staged = dict(self.stage)
-
-
-def _keep_row_values(rows: "_Rows", kept: set[int]) -> None:
-    """Across rows: the row values that phase p can compute, once per row of the block into an
-    array (`rv<k>_b[l]`), which the loops across the rows then read as vectors."""
-    r, w = rows.r, rows.w
-    fixed: set[int] = set()     # constants, and what is computed from constants alone
-    for op in rows.kernel.ops:
-        if op.name == "constant" or op.operands and op.name != "reduce" and all(
-                x.id in fixed for x in op.operands):
-            fixed.update(v.id for v in op.results)
-    new = [v for op in rows.kernel.ops for v in op.results
-           if v.id in r.row_values and rows.level.get(v.id, 0) <= rows.p and v.id not in kept
-           and v.id not in fixed]
-    if not new:
-        return
-    names = {v.id: f"rv{len(kept) + k}_b" for k, v in enumerate(new)}
-    for v in new:
-        w(f"{ctype(v.dtype)} {names[v.id]}[{ROW_BLOCK}];")
-    rows.open(hoist=False)
-    for v in new:
-        w(f"{names[v.id]}[l] = {r.load(v, ())};")
-    rows.close()
-    for v in new:
-        r.scopes[-1][(v.id, "row")] = f"{names[v.id]}[l]"
-        kept.add(v.id)
-
-
-class _Rows:
-    """Loops over the rows of a block (row `rb + l`; `single`: the block is row `rb`), each
-    with a renderer scope of its own in which the per-row values that phase `p` can use are
-    computed first. Across rows, a loop runs all ROW_BLOCK lanes, so that the C compiler
-    vectorises it with no remainder: the lanes past a short block's last row repeat that row
-    (every read stays in bounds, and nothing is computed that that row does not compute),
-    and only the loops that write the output stop at the block's rows (`real`)."""
-
-    def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int], p: int,
-                 rows_dims, dim, arrays: bool, single: bool, buffers: list[tuple[str, str]]):
-        self.w, self.r, self.kernel, self.level, self.p = w, r, kernel, level, p
-        self.rows_dims, self.dim, self.arrays, self.single = rows_dims, dim, arrays, single
-        self.buffers = buffers      # (C type, name) of the row buffers
-        self.size = 1 if single else ROW_BLOCK      # rows in a block, at most
-
-    def open(self, hoist: bool = True, real: bool = False, auto: bool = False) -> None:
-        """A loop over the block's rows, or its one row. Across rows: over the block's real
-        rows (`real`); over every lane, a short block's last row repeated (the loops that
-        compute per-row values and copy inputs); or (`auto`, the loops over every column) over
-        every lane when the body does not use the row (it reads copies, row buffers and per-row
-        arrays: whole vectors, no remainder) and over the real rows otherwise (it reads inputs
-        across the rows; a repeated row would cost an index select in every read)."""
-        w, r = self.w, self.r
-        self._auto = None
-        if self.single:     # blocks of one row: no loop
-            w.open()
-            w("const int64_t l = 0, row = rb;")
-        elif real or auto:
-            self._auto = (w.lines, len(w.lines)) if auto else None
-            w.open(f"for (int64_t l = 0; l < {_AUTO if auto else 'nb'}; l++)")
-            w("const int64_t row = rb + l;")
-        else:
-            w.open(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++)")
-            w("const int64_t row = rb + (l < nb ? l : nb - 1);")
-        for t, name in self.buffers:     # this row's part of each row buffer
-            w(f"{t} *restrict const {name}_r = {name} + l * n_cols;")
-        if self.arrays:     # split once per block; otherwise where used (or dropped)
-            names = tuple(f"i{j}" for j in range(len(self.rows_dims)))
-            w(f"const int64_t {', '.join(f'{i} = {i}_b[l]' for i in names)};")
-            r.row_idx = names
-        else:
-            r.row_idx = _row_names(w, self.rows_dims, self.dim)
-        self._body = len(w.lines)
-        r.push()
-        if hoist:
-            for op in self.kernel.ops:
-                for v in op.results:
-                    if v.id in r.row_values and self.level[v.id] <= self.p:
-                        r.load(v, ())
-
-    def close(self) -> None:
-        self.r.pop()
-        self.w.close()
-        if self._auto is not None:      # the loop's header, now that its body is written
-            lines, head = self._auto
-            uses_row = any(_ROW_NAMES.search(line) for line in lines[self._body:])
-            lines[head] = lines[head].replace(_AUTO, "nb" if uses_row else str(ROW_BLOCK))
-
-
-_AUTO = "@lanes@"
-_ROW_NAMES = re.compile(r"\b(?:row|i\d+)\b")
-
-
-def _row_names(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
-    """The row's per-dimension indices i0..i{k-1} from the flat row index `row`."""
-    names, rest = [], "row"
-    for j in range(len(rows_dims) - 1, -1, -1):
-        d = dim(rows_dims[j])
-        w(f"const int64_t i{j} = {rest}{'' if j == 0 else f' % {d}'};")
-        rest = f"({rest} / {d})"
-        names.append(f"i{j}")
-    return tuple(reversed(names))
-
-
-def _hoist_reciprocals(rows: _Rows) -> None:
-    """The reciprocals of per-row divisors that phase p can compute, one per row of the block
-    (x / sum becomes x * (1 / sum): within 1 ulp)."""
-    r = rows.r
-    for op in rows.kernel.ops:
-        if op.name != "divide" or id(op) in r.recip or op.results[0].dtype not in ("f32", "f64"):
-            continue
-        src = op.operands[1]
-        while src.producer is not None and src.producer.name in ("broadcast_in_dim", "reshape") \
-                and src.id not in r.row_values and src.id not in r.accs:
-            src = src.producer.operands[0]
-        if (src.id in r.row_values or src.id in r.accs) and rows.level.get(src.id, 0) <= rows.p:
-            t = ctype(op.results[0].dtype)
-            name = f"inv{len(r.recip)}_b"
-            r.w(f"{t} {name}[{rows.size}];")
-            rows.open(hoist=False)
-            r.w(f"{name}[l] = ({t})1 / {r.load(src, ())};")
-            rows.close()
-            r.recip[id(op)] = f"{name}[l]"
-
-
-def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
-                cached: list[Value], buffers: dict[int, str],
-                output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool) -> None:
-    """One phase over the block's columns: the row-buffer values, the output, then the
-    reductions (reading row buffers where kept). One row at a time: a plain loop along the
-    row for the first two, and the reductions in `lanes` lanes. Across the rows (`across`):
-    column by column with a vector across the block's rows for the row buffers (laid out
-    column by column) and the reductions (one accumulator per row), and the output row by
-    row, so that it is written along the rows."""
-    w, r, dim = rows.w, rows.r, rows.dim
-    at = f"c * {ROW_BLOCK} + l" if across else "c"     # where row buffers are read
-    if cached and across:
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
-        r.push()
-        cidx = _column_index(w, r, "c", cols_dims, dim)
-        rows.open(hoist=False, auto=True)
-        r.col, r.canon = at, r.row_idx + cidx
-        for v in cached:
-            w(f"{buffers[v.id]}[{at}] = {r.load(v, r.canon)};")
-        rows.close()
-        r.pop()
-        w.close()
-    if (cached and not across) or output is not None:
-        rows.open(hoist=not across, real=True)
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
-        r.push()
-        r.col, r.canon = at, None     # along the rows: inputs are read where they are
-        idx = r.row_idx + _column_index(w, r, "c", cols_dims, dim)
-        if not across:
-            for v in cached:
-                w(f"{buffers[v.id]}_r[c] = {r.load(v, idx)};")
-        if output is not None:
-            v, name = output
-            w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
-        r.pop()
-        close_rows(w)
-        rows.close()
-    for v in cached:
-        r.cached[v.id] = buffers[v.id] + ("" if across else "_r")
-    if not reduces:
-        return
-
-    def body(col: str, slot: Callable[[str], str], cidx: tuple | None = None) -> None:
-        r.push()
-        r.col = at if across else col       # where row buffers are read
-        idx = r.row_idx + (cidx if cidx is not None else
-                           _column_index(w, r, col, cols_dims, dim))
-        r.canon = idx if across else None
-        for op in reduces:
-            acc = slot(acc_names[op.results[0].id])
-            val = r.load(op.operands[0], idx)
-            w(f"{acc} = {COMBINE[op.attrs['reducer']](acc, val, op.results[0].dtype)};")
-        r.pop()
-
-    for op in reduces:
-        w(f"{ctype(op.results[0].dtype)} {acc_names[op.results[0].id]}_b[{rows.size}];")
-    if across:
-        # column by column, one accumulator per row of the block: each row's values in order
-        for op in reduces:
-            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) {acc}_b[l] = "
-              f"{reducer_identity(op.attrs['reducer'], dt)};")
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
-        r.push()
-        cidx = _column_index(w, r, "c", cols_dims, dim)
-        rows.open(hoist=False, auto=True)
-        body("c", lambda acc: f"{acc}_b[l]", cidx)
-        rows.close()
-        r.pop()
-        close_rows(w)
-        for op in reduces:
-            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-            init = r.load(op.operands[1], ())   # the init value, once per row (as XLA does)
-            w(f"for (int l = 0; l < {ROW_BLOCK}; l++) "
-              f"{acc}_b[l] = {COMBINE[op.attrs['reducer']](init, acc + '_b[l]', dt)};")
-    else:
-        # one row: `lanes` accumulators over runs of that many columns, then runs of
-        # LANES_SHORT into the first LANES_SHORT of them, then the rest one per lane; the lanes
-        # fold into LANES_SHORT by whole vectors and are combined in order (one lane: the
-        # columns in order)
-        rows.open()
-        for op in reduces:
-            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-            w(f"{ctype(dt)} {acc}_l[{lanes}];")
-            w(f"for (int q = 0; q < {lanes}; q++) {acc}_l[q] = "
-              f"{reducer_identity(op.attrs['reducer'], dt)};")
-        w("int64_t c = 0;")
-        for run in sorted({lanes, LANES_SHORT} - {1} if lanes > 1 else (), reverse=True):
-            w.open(f"for (; c + {run} <= n_cols; c += {run})")
-            w.open(f"for (int64_t q = 0; q < {run}; q++)")
-            w("const int64_t cc = c + q;")
-            body("cc", lambda acc: f"{acc}_l[q]")
-            close_rows(w)
-            close_rows(w)
-        w.open("for (; c < n_cols; c++)")
-        body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
-        close_rows(w)
-        for op in reduces:
-            acc, dt = acc_names[op.results[0].id], op.results[0].dtype
-            combine = COMBINE[op.attrs["reducer"]]
-            if lanes > LANES_SHORT:
-                w(f"for (int k = {LANES_SHORT}; k < {lanes}; k += {LANES_SHORT}) "
-                  f"for (int q = 0; q < {LANES_SHORT}; q++) "
-                  f"{acc}_l[q] = {combine(acc + '_l[q]', acc + '_l[k + q]', dt)};")
-            w(f"{ctype(dt)} {acc} = {r.load(op.operands[1], ())};")   # the init value, once
-            w(f"for (int q = 0; q < {min(lanes, LANES_SHORT)}; q++) "
-              f"{acc} = {combine(acc, acc + '_l[q]', dt)};")
-            w(f"{acc}_b[l] = {acc};")
-        rows.close()
-    for op in reduces:
-        r.accs[op.results[0].id] = f"{acc_names[op.results[0].id]}_b[l]"
