@@ -182,19 +182,20 @@ def emit_stitch(ctx: KernelContext) -> None:
     staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
                             r.row_values | reduced) if blocked else []
     loops = StitchLoops(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
-                    1 if integral else LANES if not const or known >= LANES else
-                    LANES_SHORT if known >= LANES_SHORT else 1, staged)
+                        1 if integral else LANES if not const or known >= LANES else
+                        LANES_SHORT if known >= LANES_SHORT else 1, staged)
     # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
     # the block's rows: the inputs that row buffers' loops read are first copied column by
-    # column into scratch (`stage`), row buffers are kept column by column (zeroed first:
-    # lanes past a short block's rows may be read, never stored), and the vectors hold one
-    # value of each of the block's rows. Otherwise rows run one at a time. Which way a row
-    # runs depends on its length alone, never on how many rows there are, so that a row's
-    # result does not depend on the batch it came in. A row of a length known when compiling
-    # to be LANES or more runs alone, in as many lanes as it fills (the C compiler unrolls
-    # what it knows); so does the one row of a kernel that has one (a sum of a whole array):
-    # there are no rows to run across, and the across-rows loop compiled in 4 times the time
-    # (W6's log density: 215 against 53 ms for each of two such kernels).
+    # column into scratch (`stage`), row buffers are kept column by column (zeroed first: a
+    # loop over a short block's rows leaves the lanes past them unwritten, and a loop over
+    # every lane reads them), and the vectors hold one value of each of the block's rows.
+    # Otherwise rows run one at a time. Which way a row runs depends on its length alone,
+    # never on how many rows there are, so that a row's result does not depend on the batch
+    # it came in. A row of a length known when compiling to be LANES or more runs alone, in
+    # as many lanes as it fills (the C compiler unrolls what it knows); so does the one row of
+    # a kernel that has one (a sum of a whole array): there are no rows to run across, and the
+    # across-rows loop compiled in 4 times the time (W6's log density: 215 against 53 ms for
+    # each of two such kernels).
     if blocked:
         w(f"const int across = n_cols < {ACROSS};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
