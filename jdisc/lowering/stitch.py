@@ -25,7 +25,7 @@ column by column, per-row values are kept one per lane, each phase's values and 
 rows, and the output is written row by row. A length known when compiling runs so from 16 to
 63 columns, and below 16 when the kernel keeps row buffers; otherwise a row runs alone, and
 the C compiler unrolls its few columns and vectorises the loop over the rows (it unrolls 64
-known columns across the rows badly: 1.5-3x slower). Which way a row runs, and so the order
+known columns across the rows badly: 1.6-5x slower). Which way a row runs, and so the order
 in which its values are combined, depends on its length alone, never on the number of rows:
 a row's result does not depend on its batch. A kernel's only row (a sum over a whole array)
 runs in lanes, and a long row of integers, whose order does not change the result, is a
