@@ -21,6 +21,7 @@ from jdisc.aot import Explanation, Lowered
 from jdisc.compiled import Compiled
 from jdisc.dynamic_passes.ir.dtypes import dtype_name, dtype_problem
 from jdisc.errors import ArgumentError, CompileError, JdiscError, UnsupportedOpError
+from jdisc.export.concrete import sizes_meet
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import (check_shared_names, leaf_specs,
                                 normalize_dynamic_axes, positional_names, symbolic_specs)
@@ -281,6 +282,8 @@ class JdiscFunction:
         check_input_dtypes(leaves, self.__name__)
         if background:      # the arguments are checked: the rest runs in the background
             symbolic_specs(leaves, self.constraints)    # bad dim names and constraints here
+            if not sizes_meet(leaves, self.constraints):
+                return None     # the program's check decides: compiled in the foreground
             return lambda: self._build(fun, leaves, in_tree, t0)
         return self._build(fun, leaves, in_tree, t0)
 
@@ -326,7 +329,7 @@ class JdiscFunction:
                                           serve=not wait and not interop.is_traced(flat))
                     if isinstance(entry, bridging.Bridge):
                         return entry, dynamic, flat, treedef
-                elif entry is None:
+                if entry is None:       # not bridged: sizes the program may refuse
                     try:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun,
                                               background=False)
@@ -350,12 +353,15 @@ class JdiscFunction:
         served that call (so that its XLA compile has the CPUs), and returns the Bridge; so
         does a later call (when `serve`: an eager call) at shapes jax.jit has run while the
         compile runs; every other call waits for the compile and gets its entry (or its
-        error) as without the bridge."""
+        error) as without the bridge. None: the first call's sizes are not known to meet the
+        dims and constraints (export/concrete.py), so the program's check must see it first."""
         b = self._bridges.get(key)
         if b is not None and serve and b.serves(dynamic):
             return b
         if b is None:
             build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
+            if build is None:
+                return None
             config = self._config()
 
             def build_and_remember():    # in the thread: a process may exit before a 2nd call

@@ -218,6 +218,31 @@ def test_bad_dimension_names_and_constraints_fail_at_the_first_call(axes, constr
     assert f.stats().get("bridged_calls", 0) == 0
 
 
+@pytest.mark.parametrize("axes, constraints, sizes", [
+    ({0: "n"}, ("n >= 4",), (2, 5)),
+    ({0: "8*k"}, (), (9, 16)),
+    ({0: "n"}, ("n % 8 == 0",), (12, 8)),
+    ({0: "2*h + 1"}, ("h <= 3",), (9, 7)),
+])
+def test_a_first_call_the_program_refuses_is_refused_as_without_the_bridge(
+        axes, constraints, sizes, cache):
+    # regression: the bridge ran such a first call with jax.jit and returned its result, and a
+    # call at the same size failed once the program was compiled. Now the bridge serves only
+    # sizes known to meet the dims and constraints; the others go to the program's check.
+    bad, good = sizes
+    f = jdisc.jit(lambda x: x * 2, dynamic_axes=(axes,), constraints=constraints, bridge=True)
+    with pytest.raises(jdisc.ShapeError):
+        f(np.ones(bad, np.float32))
+    assert f.stats().get("bridged_calls", 0) == 0 and f.stats()["compiles"] == 1
+    with pytest.raises(jdisc.ShapeError):
+        f(np.ones(bad, np.float32))
+    assert_close(f(np.ones(good, np.float32)), np.full(good, 2, np.float32), 0)
+    g = jdisc.jit(lambda x: x * 3, dynamic_axes=(axes,), constraints=constraints, bridge=True)
+    assert_close(g(np.ones(good, np.float32)), np.full(good, 3, np.float32), 0)
+    assert g.stats()["bridged_calls"] == 1          # a size that meets them is bridged
+    g.compiled_for(np.ones(good, np.float32))
+
+
 def test_the_bridge_compiles_quickly_and_by_default_where_xla_lacks_the_option(monkeypatch,
                                                                             cache):
     # the bridge's one XLA compile takes QUICK_OPTIONS (it serves a call or a few while jdisc

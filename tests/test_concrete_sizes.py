@@ -1,0 +1,43 @@
+"""export/concrete.py: whether concrete sizes meet dimension expressions and constraints (what
+the bridge asks before it serves a call with jax.jit instead of the program's own check)."""
+
+import numpy as np
+import pytest
+
+from jdisc.export.concrete import sizes_meet
+from jdisc.export.specs import LeafSpec
+
+
+def _leaves(*arrays):
+    """LeafSpecs from (shape, {axis: dim}) pairs."""
+    return [LeafSpec(f"a{i}", np.dtype(np.float32), shape, axes)
+            for i, (shape, axes) in enumerate(arrays)]
+
+
+@pytest.mark.parametrize("arrays, constraints, want", [
+    ((((3, 4), {0: "b"}),), (), True),
+    ((((0,), {0: "n"}),), (), True),                           # empty arrays are sizes too
+    ((((3,), {0: "n"}), ((4,), {0: "n"})), (), False),         # a name is one size
+    ((((3,), {0: "b"}), ((4,), {0: "b + 1"})), (), True),
+    ((((3,), {0: "b"}), ((5,), {0: "b + 1"})), (), False),
+    ((((16,), {0: "8*k"}),), (), True),
+    ((((12,), {0: "8*k"}),), (), False),
+    ((((0,), {0: "8*k"}),), (), True),
+    ((((7,), {0: "2*h + 1"}),), ("h <= 3",), True),
+    ((((9,), {0: "2*h + 1"}),), ("h <= 3",), False),
+    ((((1,), {0: "k + 2"}),), (), False),                      # k would be -1
+    ((((5,), {0: "n"}),), ("n >= 4", "n <= 5"), True),
+    ((((6,), {0: "n"}),), ("n >= 4", "n <= 5"), False),
+    ((((24,), {0: "n"}),), ("n % 8 == 0",), True),
+    ((((20,), {0: "n"}),), ("mod(n, 8) == 0",), False),
+    ((((6,), {0: "n"}), ((2,), {0: "m"})), ("floordiv(n, 3) == m",), True),
+    ((((6,), {0: "n"}), ((2,), {0: "m"})), ("max(n, m) == 6", "min(n, m) >= 2"), True),
+    ((((6,), {0: "n"}),), ("non_negative(n - 7) == 0",), True),
+    ((((6,), {0: "n"}),), ("mod(n, 0) == 0",), False),         # not evaluated: not served
+    ((((6,), {0: "n"}),), ("n > 4",), False),                  # not jax's syntax
+    ((((6,), {0: "n"}),), ("__import__('os') == 0",), False),
+    ((((6,), {0: "max(n, 2)"}),), (), False),                  # nothing to solve n from
+    ((((4,), {0: "n*n"}),), (), False),                        # not linear in n
+])
+def test_sizes_meet(arrays, constraints, want):
+    assert sizes_meet(_leaves(*arrays), constraints) is want
