@@ -83,6 +83,26 @@ def test_calls_at_the_first_shape_do_not_wait_for_the_compile(monkeypatch, cache
     assert seen[0] == 1 and f.stats()["bridged_calls"] == 5 and f.stats()["compiles"] == 1
 
 
+def test_the_interpreter_switches_threads_often_while_a_compile_runs(monkeypatch, cache):
+    # a bridged call takes the GIL a few times, and each time waited up to the switch
+    # interval (5 ms) for the compile's Python; the interval is short while a compile runs
+    # in the background, and what it was once none does
+    import sys
+    from jdisc import bridge
+    before = sys.getswitchinterval()
+    g = lambda x: jnp.sin(x) - 1
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    _slow_c_compiler(monkeypatch, 2.0)
+    x = np.linspace(0, 1, 6, dtype=np.float32)
+    assert_close(f(x), np.sin(x) - 1, 1e-6)
+    t0 = time.monotonic()
+    while sys.getswitchinterval() != bridge.SWITCH_S and time.monotonic() - t0 < 1.5:
+        time.sleep(0.01)        # the compile's thread starts once the call's results are in
+    assert f._bridges and sys.getswitchinterval() == bridge.SWITCH_S
+    _wait_ready(f, x)
+    assert not f._bridges and sys.getswitchinterval() == before
+
+
 def test_bad_arguments_fail_at_the_first_call():
     f = jdisc.jit(lambda x: x + 1, dynamic_axes=({3: "n"},), bridge=True)
     with pytest.raises(jdisc.ShapeError, match="names axis 3, but the argument has rank 1"):
