@@ -80,11 +80,12 @@ class StitchLoops:
         out_is_row = kernel.root.name == "reduce" or out.id in r.row_values
         acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(self.reduces)}
         kept: set[int] = set()       # row values kept in arrays, one entry per row of a block
+        fixed = _fixed_values(kernel) if across else set()
         for p in range(max(n_phases, final + 1)):
             rows = _Rows(w, r, kernel, level, p, self.rows_dims, self.dim, arrays,
                          not across, row_buffers)
             if across:
-                _keep_row_values(rows, kept)
+                _keep_row_values(rows, kept, fixed)
             _hoist_reciprocals(rows)
             phase_reduces = [op for op in self.reduces if level.get(op.operands[0].id, 0) == p]
             phase_cached = [v for v in self.cached if level[v.id] == p]
@@ -117,15 +118,21 @@ class StitchLoops:
         r.staged = dict(self.stage)
 
 
-def _keep_row_values(rows: "_Rows", kept: set[int]) -> None:
-    """Across rows: the row values that phase p can compute, once per row of the block into an
-    array (`rv<k>_b[l]`), which the loops across the rows then read as vectors."""
-    r, w = rows.r, rows.w
-    fixed: set[int] = set()     # constants, and what is computed from constants alone
-    for op in rows.kernel.ops:
+def _fixed_values(kernel: Kernel) -> set[int]:
+    """The kernel's constants, and what is computed from constants alone (not per row)."""
+    fixed: set[int] = set()
+    for op in kernel.ops:
         if op.name == "constant" or op.operands and op.name != "reduce" and all(
                 x.id in fixed for x in op.operands):
             fixed.update(v.id for v in op.results)
+    return fixed
+
+
+def _keep_row_values(rows: "_Rows", kept: set[int], fixed: set[int]) -> None:
+    """Across rows: the row values that phase p can compute (other than the `fixed` ones),
+    once per row of the block into an array (`rv<k>_b[l]`), which the loops across the rows
+    then read as vectors."""
+    r, w = rows.r, rows.w
     new = [v for op in rows.kernel.ops for v in op.results
            if v.id in r.row_values and rows.level.get(v.id, 0) <= rows.p and v.id not in kept
            and v.id not in fixed]

@@ -146,11 +146,10 @@ def _tighter(a: _OpenSlot, b: _OpenSlot) -> bool:
 def in_place_inputs(prog: Program, live: dict[int, tuple[int, int]]
                     ) -> dict[int, tuple[Value, Kernel]]:
     """Output id -> (the input buffer its kernel may write it over, that kernel): the kernel is a
-    single-output
-    loop kernel, the input an intermediate (a slot of the arena) that the kernel reads directly
-    (not also through a view) and last, with the output's dtype and shape, read only at the index
-    of the element written (`reads_only_in_place`). Each element is then read before it is
-    overwritten, whatever the order of threads and lanes."""
+    single-output loop kernel, the input an intermediate (a slot of the arena) that the kernel
+    reads directly (not also through a view) and last, with the output's dtype and shape, read
+    only at the index of the element written (`reads_only_in_place`). Each element is then read
+    before it is overwritten, whatever the order of threads and lanes."""
     prove_eq = prog.constraints.prove_eq if prog.constraints is not None else symbolic.prove_eq
     roots = alias_roots(prog)
     pairs: dict[int, tuple[Value, Kernel]] = {}
