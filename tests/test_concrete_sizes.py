@@ -41,3 +41,32 @@ def _leaves(*arrays):
 ])
 def test_sizes_meet(arrays, constraints, want):
     assert sizes_meet(_leaves(*arrays), constraints) is want
+
+
+@pytest.mark.parametrize("axes, constraints", [
+    (({0: "n"}, {0: "n"}), ()),
+    (({0: "b"}, {0: "b + 1"}), ()),
+    (({0: "8*k"}, {0: "k"}), ()),
+    (({0: "2*h + 1"}, {0: "h"}), ("h <= 5",)),
+    (({0: "n"}, {0: "m"}), ("n >= 3", "n % 4 == 0")),
+    (({0: "n"}, {0: "m"}), ("m <= n", "max(n, m) <= 9")),
+])
+def test_the_answer_is_the_programs(axes, constraints, tmp_path, monkeypatch):
+    # differential: at every size pair, the compiled program accepts the call exactly when
+    # sizes_meet says the sizes meet the dims and constraints (never more: the bridge would
+    # serve a call the program refuses; and, for these expressions, never less)
+    import jdisc
+    from jdisc.export.specs import leaf_specs
+    monkeypatch.setenv("JDISC_CACHE_DIR", str(tmp_path))
+    f = jdisc.jit(lambda x, y: x.sum() + y.sum(), dynamic_axes=axes, constraints=constraints,
+                  bridge=False)
+    for n0 in range(0, 18):
+        for n1 in range(0, 10):
+            args = (np.ones(n0, np.float32), np.ones(n1, np.float32))
+            leaves, _ = leaf_specs(args, axes, ["x", "y"])
+            try:
+                f(*args)
+                accepted = True
+            except jdisc.ShapeError:
+                accepted = False
+            assert sizes_meet(leaves, constraints) is accepted, (n0, n1)
