@@ -3,10 +3,11 @@
 A jdisc compile costs a few XLA compiles (mostly the C compiler), and a user's first call
 waits for it. With the bridge (the default; `jit(..., bridge=False)` or `JDISC_BRIDGE=0`
 turn it off) the first call of each program checks its arguments, runs with `jax.jit` at its
-exact shape, and starts jdisc's compile in a thread. A later call at the shapes `jax.jit` has
-run while the compile is still running runs that same executable (no XLA compile, no wait: a
-loop over one shape keeps going); any other later call runs jdisc's program, waiting for the
-compile if it is still running. So one XLA compile per program, and every call after the
+exact shape, and starts jdisc's compile in a thread: only at sizes known to meet the dims and
+constraints (export/concrete.py), since jax.jit would run a call that the program refuses. A
+later call at the shapes `jax.jit` has run while the compile is still running runs that same
+executable (no XLA compile, no wait: a loop over one shape keeps going); any other later call
+runs jdisc's program, waiting for the compile if it is still running. So one XLA compile per program, and every call after the
 compile is the same as without the bridge.
 
 The bridge's XLA compile is a quick one (`QUICK_OPTIONS`: LLVM at -O0 behind XLA's own HLO
@@ -157,8 +158,9 @@ def _short_switches():
     thread every SWITCH_S instead of every 5 ms (Python's default): a bridged call takes the
     GIL a few times, and each time it waited up to the interval for the compile's Python
     (the export, the passes, the C generation). Measured on two cores (benchmarks/
-    first_call.py's loop, 20 calls at one shape from a cold start): W2 0.13-0.15 s -> 0.08-0.09
-    (`jax.jit` 0.09), W1 0.57-0.69 -> 0.51-0.59 (CHANGELOG.md)."""
+    first_call.py's loop, 20 calls at one shape from a cold start, two runs each way): W2
+    0.124-0.129 s -> 0.087-0.096 (`jax.jit` 0.087-0.093), W4 0.083-0.102 -> 0.055-0.056; the
+    first call and a stream of new shapes unchanged (docs/performance.md)."""
     with _switch_lock:
         if _switching[0] == 0:
             _switching[1] = sys.getswitchinterval()
