@@ -7,8 +7,8 @@ exact shape, and starts jdisc's compile in a thread: only at sizes known to meet
 constraints (export/concrete.py), since jax.jit would run a call that the program refuses. A
 later call at the shapes `jax.jit` has run while the compile is still running runs that same
 executable (no XLA compile, no wait: a loop over one shape keeps going); any other later call
-runs jdisc's program, waiting for the compile if it is still running. So one XLA compile per program, and every call after the
-compile is the same as without the bridge.
+runs jdisc's program, waiting for the compile if it is still running. So one XLA compile per
+program, and every call after the compile is the same as without the bridge.
 
 The bridge's XLA compile is a quick one (`QUICK_OPTIONS`: LLVM at -O0 behind XLA's own HLO
 passes): it serves one call, or a few while jdisc compiles, and jdisc's compile starts only
