@@ -165,6 +165,10 @@ class JdiscFunction:
         # (x64, dtype and rank of each argument) -> its program, for calls whose arguments are
         # all jax.Arrays (leaves of their own, never traced): the same program _entry finds
         self._by_arrays: dict[tuple, Compiled] = {}
+        # (x64, the arguments' treedef) -> the program its last eager call ran: a later call
+        # with that structure tries it first, C checking each leaf's dtype and rank (which,
+        # with the structure and the x64 mode, are the key _entry would find it by)
+        self._by_tree: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         self._name_cache: dict[int, list[str]] = {}
         self._stats = {"compiles": 0, "cache_hits": 0, "calls": 0, "compile_seconds": 0.0}
@@ -396,6 +400,13 @@ class JdiscFunction:
             if entry is not None:
                 self._stats["calls"] += 1
                 return entry.unflatten(entry.call_flat(args))
+            if self._by_tree:   # pytrees (a dict of parameters): the program their structure
+                flat, treedef = jax.tree_util.tree_flatten(args)    # last ran, if C finds
+                entry = self._by_tree.get((_X64.value, treedef))    # every leaf its dtype
+                outs = entry.call_fast(flat) if entry is not None else None    # and rank
+                if outs is not None:
+                    self._stats["calls"] += 1
+                    return entry.unflatten(outs)
         entry, dynamic, flat, treedef = self._entry(args, kwargs, wait=False)
         if isinstance(entry, (_XlaFallback, bridging.Bridge)):
             self._stats["calls"] += 1
@@ -413,6 +424,9 @@ class JdiscFunction:
             key = _array_key(args) if not kwargs else None
             if key is not None:         # the next such call skips the lookup above
                 self._by_arrays[key] = entry
+            elif not kwargs and _X64 is not None and not self.static_argnums and \
+                    not self.static_argnames:
+                self._by_tree[(_X64.value, treedef)] = entry
         self._stats["calls"] += 1
         return entry.unflatten(outs)
 

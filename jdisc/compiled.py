@@ -53,15 +53,22 @@ class Compiled:
     def c_source(self) -> str:
         return self.executable.cprog.source
 
-    def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
+    def call_fast(self, flat_args: Sequence[Any]) -> list[jax.Array] | None:
+        """The common eager call, its results made in C, or None where that does not apply:
+        a leaf that is not a jax.Array or numpy array of the program's dtype and rank (each is
+        checked in C), committed inputs, donation, ... (call_flat's other paths)."""
         fast = self.executable.fast_call
-        if fast is not None and self._plain and len(flat_args) == len(self.leaves):
-            try:    # the common eager call: the results made in C, or None (the paths below)
-                outs = fast(flat_args)
-            except ShapeError as err:
-                raise self._explain_shape_error(err, flat_args) from None
-            if outs is not None:
-                return outs
+        if fast is None or not self._plain or len(flat_args) != len(self.leaves):
+            return None
+        try:
+            return fast(flat_args)
+        except ShapeError as err:
+            raise self._explain_shape_error(err, flat_args) from None
+
+    def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
+        outs = self.call_fast(flat_args)
+        if outs is not None:
+            return outs
         try:
             return self._call_flat(flat_args)
         except _Sharded:        # sharded inputs: the program once per shard (sharding.py)

@@ -137,6 +137,54 @@ def test_calls_of_jax_arrays_skip_the_lookup_but_not_the_dtype():
     assert isinstance(jdisc.jit(lambda x: [x], dynamic_axes=({0: "n"},))(a), list)
 
 
+def test_pytree_calls_try_the_last_program_of_their_structure_but_not_blindly():
+    # a call whose arguments are a pytree (a dict of parameters and an input) tries the
+    # program that the last call of that structure and x64 mode ran, C checking each leaf's
+    # dtype and rank; anything else (another dtype or rank, numpy float64 leaves without x64,
+    # Python scalars, tracers) takes the general lookup, and every path gives jax.jit's answer
+    def f(p, x):
+        return {"y": jnp.tanh(x @ p["w"] + p["b"]), "n": x.shape[0] * p["s"]}
+    jf, xf = jdisc.jit(f, dynamic_axes=(None, {0: "n"})), jax.jit(f)
+
+    def params(dt, s=2.0):
+        return {"w": np.linspace(-1, 1, 12, dtype=dt).reshape(3, 4), "b": np.ones(4, dt),
+                "s": np.asarray(s, dt)}
+
+    def check(p, x, tol=1e-6):
+        got, want = jf(p, x), xf(p, x)
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert isinstance(g, jax.Array) and g.dtype == w.dtype and g.shape == w.shape
+            assert_close(g, w, tol)
+    p32 = jax.tree_util.tree_map(jnp.asarray, params(np.float32))
+    lookups = []
+    entry = jf._entry
+    jf._entry = lambda *a, **k: lookups.append(1) or entry(*a, **k)
+    for n in (5, 0, 1, 7, 5):
+        check(p32, jnp.linspace(-1, 1, 3 * n, dtype=jnp.float32).reshape(n, 3))
+    assert jf.stats()["compiles"] == 1 and len(lookups) == 1    # then C's checks alone
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    check(params(np.float32), x)                                   # numpy leaves: the same
+    check(params(np.float64), x.astype(np.float64))                # float64 without x64
+    assert jf.stats()["compiles"] == 1
+    check(dict(p32, s=3.0), x)         # a Python scalar leaf (weakly typed): its own program
+    check(dict(p32, b=jnp.ones((1, 4), jnp.float32)), x)           # a new rank: a program
+    check(p32, x)                                                  # the first again
+    assert jf.stats()["compiles"] == 3
+    with pytest.raises(ShapeError, match="axis 1"):
+        jf(p32, np.ones((2, 5), np.float32))                       # the matmul's 3: in C
+    check(p32, jax.jit(lambda x: x * 1)(x))
+    got = jax.jit(lambda p, x: jf(p, x)["y"])(p32, x)              # traced: a custom call
+    assert_close(got, xf(p32, x)["y"], 1e-6)
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(jnp.asarray, params(np.float64))
+        check(p64, x.astype(np.float64), 1e-12)
+        check(p64, x.astype(np.float64), 1e-12)
+        assert jf.stats()["compiles"] == 4
+    check(params(np.float64), x.astype(np.float64))                # x64 off again: float32
+    assert jf.stats()["compiles"] == 4
+
+
 # -- results made as jax.Arrays in C (eager.c's maker) ------------------------------------
 
 def _ctypes_results(jf, *args):

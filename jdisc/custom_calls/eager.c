@@ -47,7 +47,7 @@ enum { MAX_IO = 64, MAX_DIMS = 512, ERR_LEN = 2048, MAX_PUT_ARGS = 12, MAX_AVALS
        OUT_ALIGN = 64, OUT_ALIGN_MIN = 4096 };
 
 /* attribute and method names, interned once */
-static PyObject *s_dtype, *s_shape, *s_committed, *s_block, *s_pointer, *s_value;
+static PyObject *s_dtype, *s_shape, *s_aval, *s_committed, *s_block, *s_pointer, *s_value;
 
 typedef struct {
     PyObject_HEAD
@@ -123,12 +123,17 @@ static int argument(PyObject *x, PyObject *array_type, PyObject *dtype, int rank
         Py_DECREF(c);
         if (committed) return 2;
     }
-    PyObject *dt = PyObject_GetAttr(x, s_dtype);
-    if (!dt) { PyErr_Clear(); return 1; }
+    /* the array's dtype and shape are its aval's (jax's own properties read them there):
+       plain attributes, a Python property call each less */
+    PyObject *aval = PyObject_GetAttr(x, s_aval);
+    if (!aval) { PyErr_Clear(); return 1; }
+    PyObject *dt = PyObject_GetAttr(aval, s_dtype);
+    if (!dt) { Py_DECREF(aval); PyErr_Clear(); return 1; }
     int same = dt == dtype || PyObject_RichCompareBool(dt, dtype, Py_EQ) == 1;
     Py_DECREF(dt);
-    if (!same) { PyErr_Clear(); return 1; }
-    PyObject *sh = PyObject_GetAttr(x, s_shape);
+    if (!same) { Py_DECREF(aval); PyErr_Clear(); return 1; }
+    PyObject *sh = PyObject_GetAttr(aval, s_shape);
+    Py_DECREF(aval);
     if (!sh || !PyTuple_Check(sh) || PyTuple_GET_SIZE(sh) != rank) {
         Py_XDECREF(sh); PyErr_Clear(); return 1;
     }
@@ -419,6 +424,7 @@ PyMODINIT_FUNC PyInit__jdisc_eager(void) {
     import_array();
     if (!(s_dtype = PyUnicode_InternFromString("dtype")) ||
             !(s_shape = PyUnicode_InternFromString("shape")) ||
+            !(s_aval = PyUnicode_InternFromString("aval")) ||
             !(s_committed = PyUnicode_InternFromString("_committed")) ||
             !(s_block = PyUnicode_InternFromString("block_until_ready")) ||
             !(s_pointer = PyUnicode_InternFromString("unsafe_buffer_pointer")) ||
