@@ -100,3 +100,14 @@ def test_row_reductions_times_each_length_both_ways():
         assert [r[0].strip() for r in rows] == ["3", "70"], proc.stdout
         assert ("known when compiling" in proc.stdout) == bool(extra), proc.stdout
         assert all(float(c) > 0 for r in rows for c in r[1:4]), rows   # ms, ms, ratio
+
+
+def test_pytree_calls_times_each_leaf_count():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "pytree_calls.py"),
+                           "--leaves", "1,3", "--calls", "20", "--repeats", "2"],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| parameter") and "---" not in line]
+    assert [r[0].strip() for r in rows] == ["1", "3"], proc.stdout
+    assert all(float(c) > 0 for r in rows for c in r[1:]), rows     # us, us, ratio
