@@ -20,19 +20,23 @@ from jdisc import bridge as bridging, driver, interop
 from jdisc.aot import Explanation, Lowered
 from jdisc.compiled import Compiled
 from jdisc.dynamic_passes.ir.dtypes import dtype_name, dtype_problem
-from jdisc.errors import ArgumentError, CompileError, JdiscError, UnsupportedOpError
-from jdisc.export.concrete import sizes_meet
+from jdisc.errors import (ArgumentError, CompileError, JdiscError, ShapeError,
+                          UnsupportedOpError)
+from jdisc.export.concrete import refusal, sizes_meet
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import (check_shared_names, leaf_specs,
                                 normalize_dynamic_axes, positional_names, symbolic_specs)
 
 
 class _XlaFallback:
-    """What a jdisc.jit(..., fallback="xla") function runs when jdisc cannot compile it."""
+    """What a jdisc.jit(..., fallback="xla") function runs when jdisc cannot compile it: `fn`
+    (jax.jit) after `check` (the arguments' sizes against the dims and constraints, which no
+    program checks here: arguments' errors never fall back)."""
 
-    def __init__(self, fn: Callable, reason: JdiscError):
+    def __init__(self, fn: Callable, reason: JdiscError, check: Callable[[list], None]):
         self.fn = fn
         self.reason = reason
+        self.check = check
 
 
 def fallback_warning(name: str, err: JdiscError) -> str:
@@ -338,18 +342,33 @@ class JdiscFunction:
                         entry = self._compile(args, kwargs, key, dynamic, names, fun,
                                               background=False)
                     except (UnsupportedOpError, CompileError) as err:
-                        entry = self._fall_back(err, self._jax_jit(fun, key, names))
+                        entry = self._fall_back(err, self._jax_jit(fun, key, names), key,
+                                                names)
                     self._compiled[key] = entry
                     if isinstance(entry, Compiled):
                         bridging.remember(self.fun, key, self._config())
         return entry, dynamic, flat, treedef
 
-    def _fall_back(self, err: JdiscError, jitted: Callable) -> _XlaFallback:
+    def _fall_back(self, err: JdiscError, jitted: Callable, key: tuple, names: list[str]
+                   ) -> _XlaFallback:
         if self.fallback != "xla":
             raise err
         warnings.warn(fallback_warning(self.__name__, err), stacklevel=4)
         self._stats["fallbacks"] = self._stats.get("fallbacks", 0) + 1
-        return _XlaFallback(jitted, err)
+        return _XlaFallback(jitted, err, functools.partial(self._check_sizes, key, names))
+
+    def _check_sizes(self, key: tuple, names: list[str], dynamic: list) -> None:
+        """Raise ShapeError for a fallback call whose sizes certainly break the dims or the
+        constraints (export/concrete.py); a shape that is not concrete (inside an export with
+        symbolic shapes) is jax's to check."""
+        leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
+        if any(not isinstance(d, (int, np.integer)) for x in jax.tree_util.tree_leaves(dynamic)
+               for d in np.shape(x)):
+            return
+        check_shared_names(leaves)
+        why = refusal(leaves, self.constraints)
+        if why is not None:
+            raise ShapeError(f"{self.__name__}: {why}")
 
     def _bridged(self, args, kwargs, key, dynamic, names, fun, serve: bool = False):
         """The bridge (bridge.py; under self._lock): the first call checks the arguments here
@@ -378,7 +397,7 @@ class JdiscFunction:
         result = b.wait()
         del self._bridges[key]
         if isinstance(result, (UnsupportedOpError, CompileError)):
-            result = self._fall_back(result, b.fn)
+            result = self._fall_back(result, b.fn, key, names)
         elif isinstance(result, BaseException):
             raise result
         self._compiled[key] = result
@@ -411,6 +430,7 @@ class JdiscFunction:
         if isinstance(entry, (_XlaFallback, bridging.Bridge)):
             self._stats["calls"] += 1
             if not isinstance(entry, bridging.Bridge):
+                entry.check(dynamic)
                 return entry.fn(*dynamic)
             self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
             return entry.call(dynamic)

@@ -4,7 +4,7 @@ the bridge asks before it serves a call with jax.jit instead of the program's ow
 import numpy as np
 import pytest
 
-from jdisc.export.concrete import sizes_meet
+from jdisc.export.concrete import refusal, sizes_meet
 from jdisc.export.specs import LeafSpec
 
 
@@ -70,3 +70,24 @@ def test_the_answer_is_the_programs(axes, constraints, tmp_path, monkeypatch):
             except jdisc.ShapeError:
                 accepted = False
             assert sizes_meet(leaves, constraints) is accepted, (n0, n1)
+            assert (refusal(leaves, constraints) is None) is accepted, (n0, n1)
+
+
+@pytest.mark.parametrize("arrays, constraints, want", [
+    ((((3,), {0: "n"}), ((4,), {0: "n"})), (),
+     "argument 'a1' axis 0 ('n') is 4 but argument 'a0' axis 0 ('n') is 3"),
+    ((((12,), {0: "8*k"}),), (), "argument 'a0' axis 0 is 12; expected 8*k for some k >= 0"),
+    ((((1,), {0: "k + 2"}),), (), "expected k + 2 for some k >= 0"),
+    ((((3,), {0: "b"}), ((5,), {0: "b + 1"})), (),
+     "argument 'a1' axis 0 is 5; expected b + 1, which is 4 with b = 3"),
+    ((((2,), {0: "n"}),), ("n >= 4",),
+     "the sizes break the constraint 'n >= 4': n = 2 (argument 'a0' axis 0)"),
+    ((((20,), {0: "n"}),), ("n % 8 == 0",), "the sizes break the constraint 'n % 8 == 0'"),
+    ((((5,), {0: "n"}),), ("n >= 4",), None),                 # met
+    ((((4,), {0: "n*n"}),), (), None),                        # n = 2 would do: not known
+    ((((7,), {0: "max(k, 2)"}),), (), None),                  # not known
+    ((((6,), {0: "n"}),), ("mod(n, 0) == 0",), None),         # not known
+])
+def test_refusal_says_what_is_certainly_broken(arrays, constraints, want):
+    got = refusal(_leaves(*arrays), constraints)
+    assert (got is None) if want is None else (got is not None and want in got), got

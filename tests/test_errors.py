@@ -305,6 +305,35 @@ def test_argument_errors_never_fall_back():
     assert "fallbacks" not in f.stats()
 
 
+@pytest.mark.parametrize("axes, constraints, good, bad, match", [
+    (({0: "n"}, {0: "n"}), (), (3, 3), (3, 1), "axes that share a dimension name"),
+    (({0: "n"}, {0: "m"}), ("n >= 4",), (5, 1), (2, 1), "the constraint 'n >= 4': n = 2"),
+    (({0: "8*k"}, {0: "k"}), (), (16, 2), (9, 1), "expected 8\\*k, which is 8 with k = 1"),
+    (({0: "8*k"}, None), (), (16, 2), (9, 1), "expected 8\\*k for some k >= 0"),
+    (({0: "b"}, {0: "b + 1"}), (), (3, 4), (3, 5), "expected b \\+ 1, which is 4"),
+])
+def test_argument_errors_never_fall_back_at_any_call(axes, constraints, good, bad, match):
+    # regression: once a function fell back to jax.jit (an op jdisc cannot compile), its calls
+    # ran whatever their sizes: an axis shared by name broadcast from 1 to 3, a constraint or
+    # an axis expression went unchecked. They are the arguments' errors, as without the
+    # fallback (export/concrete.py refusal), at the first call and every later one.
+    def g(x, y):
+        return (x.astype(jnp.int4) * 2).astype(jnp.float32).sum() + y.sum()
+    for bridge in (False, True):
+        f = jdisc.jit(g, dynamic_axes=axes, constraints=constraints, fallback="xla",
+                      bridge=bridge)
+        args = [np.ones(n, np.float32) for n in bad]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # the fallback's warning
+            with pytest.raises(ShapeError, match=match):
+                f(*args)
+            ok = [np.ones(n, np.float32) for n in good]
+            np.testing.assert_allclose(np.asarray(f(*ok)), np.asarray(jax.jit(g)(*ok)))
+            with pytest.raises(ShapeError, match=match):
+                f(*args)
+        assert f.stats()["fallbacks"] == 1
+
+
 def test_user_errors_are_not_wrapped(monkeypatch):
     f = jdisc.jit(lambda x, y: x + y, dynamic_axes=({0: "n"}, {0: "n"}))
     with pytest.raises(ShapeError) as info:
