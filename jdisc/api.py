@@ -361,10 +361,10 @@ class JdiscFunction:
         """Raise ShapeError for a fallback call whose sizes certainly break the dims or the
         constraints (export/concrete.py); a shape that is not concrete (inside an export with
         symbolic shapes) is jax's to check."""
-        leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
         if any(not isinstance(d, (int, np.integer)) for x in jax.tree_util.tree_leaves(dynamic)
                for d in np.shape(x)):
             return
+        leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
         check_shared_names(leaves)
         why = refusal(leaves, self.constraints)
         if why is not None:
