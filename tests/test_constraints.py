@@ -85,6 +85,41 @@ def test_product_equality_divides_out_constants():
     assert sc.prove_eq(X, B * S) is None
 
 
+def test_a_bound_is_used_at_any_positive_multiple():
+    # regression (whole-program fuzzer, batch seed 11283783): jax's check `2*a*b - 2 >= 0` (a
+    # dynamic_slice of size 2*a*b - 2) is kept divided by its content, `a*b - 1 >= 0`, and the
+    # plan checker could not prove the size `2*a*b - 2` itself >= 0 (a scan's stacked output
+    # [b, 2*a*b - 2]: "slot 3 has a size ... that may be negative", an internal compiler error)
+    a, b = symbolic.var("a"), symbolic.var("b")
+    sc = ShapeConstraints(["a", "b"])
+    sc.add_check(2 * a * b, ">=", 2)
+    assert sc.prove_ge(2 * a * b - 2, 0) is True and sc.prove_ge(6 * a * b - 5, 0) is True
+    assert sc.prove_ge(a * b, 1) is True
+    assert sc.prove_ge(2 * a * b - 3, 0) is None           # false at a = b = 1: not proven
+    assert ShapeConstraints(["a", "b"]).prove_ge(2 * a * b - 2, 0) is None     # no fact
+
+
+def test_a_scan_over_a_slice_whose_size_has_a_check():
+    # the fuzzer's program, by hand: jdisc compiles it (plans checked: conftest) and agrees
+    # with jax.jit at sizes where the slice's size 2*a*b - 2 is 0 and more
+    import jax.numpy as jnp
+    import jdisc
+    from conftest import assert_close
+
+    def f(x):                                       # x: [b, a, 2]
+        v = (x + x).reshape(-1)                     # 2*a*b
+        s = jax.lax.dynamic_slice_in_dim(v * v, 3, v.shape[0] - 2)
+        carry, ys = jax.lax.scan(lambda c, _: (-jnp.clip(c, -16, 16), c), s, x)
+        return carry, ys
+    jf = jdisc.jit(f, dynamic_axes=({0: "b", 1: "a"},), bridge=False)
+    for b_, a_ in ((1, 1), (2, 7), (3, 3), (7, 13)):
+        x = np.linspace(-2, 2, 2 * a_ * b_, dtype=np.float32).reshape(b_, a_, 2)
+        for got, want in zip(jf(x), jax.jit(f)(x)):
+            assert got.shape == want.shape
+            assert_close(got, want, 1e-6)
+    assert jf.stats()["compiles"] == 1
+
+
 def test_equality_chains():
     a, b, c = symbolic.var("a"), symbolic.var("b"), symbolic.var("c")
     sc = ShapeConstraints()

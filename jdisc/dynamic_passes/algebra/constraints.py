@@ -339,7 +339,9 @@ class ShapeConstraints:
         if proven is None:
             var_bounds = self._var_bounds()
             proven = self._proven[d] = symbolic.bounds(d, var_bounds)[0] >= 0 or any(
-                symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or \
+                symbolic.bounds(d - g, var_bounds)[0] >= 0 for g in self._ge) or any(
+                symbolic.bounds(e, var_bounds)[0] >= 0 for g in self._ge
+                for e in (_scaled_minus(d, g),) if e is not None) or \
                 nonneg_relaxed(d, var_bounds, self._atom_lower())
         return proven
 
@@ -385,6 +387,20 @@ class ShapeConstraints:
         lines += sorted(f"{g} >= 0" for g in self._ge)
         lines += sorted(f"{e} == 0" for e in self._eqs)
         return lines
+
+
+def _scaled_minus(d: Dim, g: Dim) -> Dim | None:
+    """k*d - c*g, where g's first monomial has the coefficient k > 0 in g and c > 0 in d: with
+    g >= 0 a fact, that being >= 0 proves d >= 0 (the facts are stored divided by their
+    content: `2*a*b - 2 >= 0` as `a*b - 1 >= 0`, which `d - g` alone does not reach from
+    `2*a*b - 2`). None where no such k and c are found (d - g is tried already)."""
+    if isinstance(d, int) or isinstance(g, int) or not g.terms:
+        return None
+    mono, k = g.terms[0]
+    c = dict(d.terms).get(mono, 0)
+    if k <= 0 or c <= 0 or c == k:
+        return None
+    return k * d - c * g
 
 
 # ---- derived values ---------------------------------------------------------------------------
