@@ -365,8 +365,7 @@ class JdiscFunction:
                for d in np.shape(x)):
             return
         leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
-        check_shared_names(leaves)
-        why = refusal(leaves, self.constraints)
+        why = refusal(leaves, self.constraints)     # shared names too
         if why is not None:
             raise ShapeError(f"{self.__name__}: {why}")
 
