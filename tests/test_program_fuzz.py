@@ -116,6 +116,67 @@ def test_shrinker_finds_a_minimal_program():
     assert len(small_envs) == 1
 
 
+def test_a_program_valid_at_its_sizes_is_valid_at_each_alone():
+    """The harness checks a failure at its size alone (bisection, the shrinker's first step,
+    the report's repro), so a program well defined at its sizes must be at each of them. A
+    loop's carry range was only joined with the body's output three times: `clip(c - c, -52,
+    52)` from `sum(x * x)` doubles it each time, `clip(c + a, -13000, 13000)` adds `a`; valid
+    where the initial value spanned much, Invalid at a size where it spanned little, and the
+    harness died with 'check raised Invalid' (batch seeds 1016, 1019, 1029, 2128; 5031's
+    body also takes a cos of the carry, valid only up to its clip's bound)."""
+    checked = 0
+    for seed in (1016, 1019, 1029, 2128, 5031):
+        progs, envs = pf.random_batch(seed, 8)
+        for prog in progs:
+            for env in envs:
+                pf.infer(prog, [env])
+                checked += 1
+    assert checked == 5 * 8 * 4
+
+
+def test_a_finding_at_a_size_where_its_program_is_invalid_alone_is_reported():
+    """Validity at one size alone cannot always follow from validity at all of them: an error
+    bound carried into a value whose range is smaller at that size alone is ill conditioned
+    there (batch 5111, program 7, at a = 13, b = 0). The report's repro types the program at
+    every size it was checked at; the shrinker starts from them."""
+    progs, envs = pf.random_batch(5111, 8)
+    with pytest.raises(pf.Invalid):
+        pf.infer(progs[7], [envs[3]])
+    fd = pf.Finding(5111, 7, pf.Failure("mismatch", "made up", envs[3]), progs[7], envs)
+    assert "def f(" in fd.report()
+    calls = []
+    small, small_envs, _ = pf.shrink(progs[7], [envs[3]] + envs[:3],
+                                     lambda p, e: calls.append(e) or False, budget_s=5)
+    assert small is progs[7] and [envs[3]] not in calls
+
+
+class _StubWorker:
+    """check(progs, envs, seeds): an error for the whole batch, Invalid at any one size alone
+    (as a program whose facts need every size was), and the error again for program 1 at the
+    batch's sizes."""
+
+    def __init__(self, envs):
+        self.envs, self.calls = envs, []
+
+    def check(self, progs, envs, seeds):
+        self.calls.append((list(seeds), envs))
+        if envs != self.envs:
+            raise pf.Invalid("the body leaves the carry's range")
+        return [[pf.Failure("CompileError", "boom", self.envs[1])] if s == 1 else []
+                for s in seeds]
+
+
+def test_bisection_checks_at_the_batch_sizes_where_one_size_alone_is_invalid():
+    envs = [{"a": 1, "b": 2}, {"a": 7, "b": 3}]
+    progs, _ = pf.random_batch(0, 4)
+    worker = _StubWorker(envs)
+    fails = pf.check_programs(worker, progs, envs, [0, 1, 2, 3])
+    assert [len(f) for f in fails] == [0, 1, 0, 0], fails
+    assert fails[1][0].kind == "CompileError"
+    assert any(e == [envs[1]] for _, e in worker.calls)   # the failing size was tried first
+    assert pf.still_fails_like(worker, fails[1][0], 1)(progs[1], [envs[1]]) is False
+
+
 def test_repro_script_runs_standalone(tmp_path):
     """A report's repro is a script that compiles with jdisc and compares with jax.jit."""
     import subprocess

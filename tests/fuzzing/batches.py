@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 from .check import is_error
-from .facts import Failure, Program
+from .facts import Failure, Invalid, Program
 from .generator import OPS_RANGES, batch_seeds
 from .printer import source
 from .shrink import same_failure, shrink
@@ -35,7 +35,10 @@ class Finding:
         head = (f"program {self.index} of batch seed {self.seed}: {self.failure.kind}: "
                 f"{self.failure.message[:600]}")
         note = "" if self.shrunk else " (not shrunk)"
-        repro = self.repro or source(prog, envs[0], self.input_seed)
+        # typed at every size it was checked at: at the failing size alone, a program the
+        # generator made may not be well defined (Invalid), as its facts depend on the sizes
+        repro = self.repro or source(prog, envs[0], self.input_seed,
+                                     typing_envs=self.shrunk_envs or self.envs)
         return f"{head}\n--- repro{note} ({prog.size()} ops):\n{repro}"
 
     @property
@@ -72,6 +75,12 @@ def check_programs(worker: Worker, progs: list[Program], envs: list[dict], seeds
             return worker.check([progs[i] for i in idx], at_envs, [seeds[i] for i in idx])
         except Crash as err:
             return [[Failure("crash", str(err))] for _ in idx]
+        except Invalid:
+            if at_envs is envs:
+                raise
+            # not well defined at that size alone (the facts of a program depend on every
+            # size it is checked at): at the batch's sizes, which the generator checked
+            return run(idx, envs)
 
     todo = list(range(len(progs)))
     while todo:
@@ -106,6 +115,8 @@ def still_fails_like(worker: Worker, failure: Failure, input_seed: int) -> Calla
             fails = worker.check([prog], envs, [input_seed])[0]
         except Crash:
             return failure.kind == "crash"
+        except Invalid:             # a candidate not well defined at these sizes
+            return False
         return any(same_failure(f, failure) for f in fails)
     return pred
 

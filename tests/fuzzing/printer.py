@@ -102,10 +102,12 @@ def function_source(prog: Program, envs=None, typing=None, name="f") -> list[str
     return head + body
 
 
-def source(prog: Program, env: dict | None = None, seed: int = 0, tols=None) -> str:
-    """A standalone script: the function, inputs at env, jdisc against jax.jit."""
+def source(prog: Program, env: dict | None = None, seed: int = 0, tols=None,
+           typing_envs=None) -> str:
+    """A standalone script: the function, inputs at env, jdisc against jax.jit; the function
+    typed at `typing_envs` (default: env alone)."""
     env = env or dict.fromkeys(NAMES, 2)
-    envs = [env]
+    envs = typing_envs or [env]
     lines = ["import os", "os.environ['JDISC_DONATE_MIN_BYTES'] = '0'   # reuse donated "
              "buffers of any size", "import jax, jax.numpy as jnp, numpy as np",
              "from jax import lax", "import jdisc",

@@ -221,6 +221,14 @@ def same_failure(a: Failure, b: Failure) -> bool:
     return signature(a) == signature(b)
 
 
+def _valid(prog: Program, envs: list[dict]) -> bool:
+    try:
+        infer(prog, envs)
+    except Invalid:
+        return False
+    return True
+
+
 def shrink(prog: Program, envs: list[dict], still_fails: Callable, budget_s: float = 120,
            ) -> tuple[Program, list[dict], int]:
     """Greedy shrinking: take the first smaller candidate (programs first, then sizes) that is
@@ -229,7 +237,7 @@ def shrink(prog: Program, envs: list[dict], still_fails: Callable, budget_s: flo
     deadline = time.monotonic() + budget_s
     tried: set = set()
     checks = 0
-    if len(envs) > 1:                           # the failing size alone, when it suffices
+    if len(envs) > 1 and _valid(prog, envs[:1]):   # the failing size alone, if it suffices
         checks += 1
         if still_fails(prog, envs[:1]):
             envs = envs[:1]
@@ -247,9 +255,7 @@ def shrink(prog: Program, envs: list[dict], still_fails: Callable, budget_s: flo
             if cand.size() > prog.size() or (cand.size() == prog.size() and cenvs == envs
                                               and cand == prog):
                 continue
-            try:
-                infer(cand, cenvs)
-            except Invalid:
+            if not _valid(cand, cenvs):
                 continue
             checks += 1
             if still_fails(cand, cenvs):

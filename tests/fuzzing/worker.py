@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from .check import check, is_error
-from .facts import Failure
+from .facts import Failure, Invalid
 from .generator import OPS_RANGES, batch_seeds, random_batch
 
 
@@ -39,6 +39,8 @@ class Worker:
                                      stdout=subprocess.PIPE, env=env)
 
     def check(self, progs, envs, seeds) -> list[list[Failure]]:
+        """Failures per program; raises Invalid when a program is not well defined at `envs`
+        (a subset of the sizes it was generated for can be one: facts depend on the sizes)."""
         return self._call(("check", progs, envs, list(seeds)))
 
     def batch(self, seed: int, n: int, ranges=OPS_RANGES):
@@ -47,7 +49,7 @@ class Worker:
         gen = self._call(("batch", seed, n, tuple(ranges)))
         try:
             return self._reply()
-        except (Crash, RuntimeError):              # check_programs will find out more
+        except (Crash, RuntimeError, Invalid):     # check_programs will find out more
             return gen[1], gen[2], None
 
     def _reply(self):
@@ -127,6 +129,8 @@ def serve():
                 reply = check(*request[1:])
             else:
                 reply = _serve_batch(*request[1:])
+        except Invalid as err:          # not well defined at the sizes asked: the caller decides
+            reply = err
         except Exception as err:                    # noqa: BLE001 - sent back to the caller
             reply = RuntimeError(f"{request[0]} raised {type(err).__name__}: {err}")
         _send(_PROTO_OUT, reply)
