@@ -111,3 +111,15 @@ def test_pytree_calls_times_each_leaf_count():
             if line.startswith("| ") and not line.startswith("| parameter") and "---" not in line]
     assert [r[0].strip() for r in rows] == ["1", "3"], proc.stdout
     assert all(float(c) > 0 for r in rows for c in r[1:]), rows     # us, us, ratio
+
+
+def test_transposes_times_the_kernel_and_both_calls(tmp_path):
+    out = tmp_path / "t.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "transposes.py"),
+                           "--repeats", "7", "--json", str(out)], env=env_with(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["case"] for r in rows} == {"x.T", "keys [T, 128] -> [4, 32, T]",
+                                        "transpose(x, (0, 2, 1)) + 1"}
+    assert all(r["kernel_us"] > 0 and r["jdisc_us"] > 0 and r["xla_us"] > 0 for r in rows)

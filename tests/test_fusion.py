@@ -385,3 +385,30 @@ def test_kernels_writing_in_place_match_jax(rng):
     check_against_jax(_in_place_chain, ({0: "N"}, None, None),
                       lambda n: (rng.standard_normal((n, 64)).astype(np.float32), w, b),
                       [1, 2, 7, 61, 4099], tol=2e-5)
+
+
+def test_transposes_that_move_the_last_dim_run_in_tiles_and_stay_exact(rng):
+    """A loop kernel that transposes its input's last dim away reads across its rows; it
+    runs in tiles where a row's input lines would leave L1 (lowering/loops.py TILE_ROWS).
+    Each way it can run is exact, with a fused op and two outputs: the whole row (lines
+    that fit), tiles 32 columns wide, 16 and 8 wide (strides of 2 and 4 KB put the lines in
+    2 and 1 of L1's sets), at sizes 0, 1, primes and past a tile's 64 rows."""
+    def f(x):
+        t = jnp.transpose(x, (0, 2, 1))
+        return t * 2.0 + 1.0, jnp.transpose(x, (2, 1, 0))
+    jf = jdisc.jit(f, dynamic_axes=({0: "b", 1: "n", 2: "m"},))
+    prog = to_ir(f, ({0: "b", 1: "n", 2: "m"},), np.ones((2, 3, 5), np.float32))
+    src = generate(prog).source
+    assert src.count("for (int64_t cb = 0; cb < n_cols; cb += tw)") == 2   # both kernels
+    shapes = [(0, 3, 4), (2, 0, 3), (3, 4, 0), (1, 1, 1), (2, 3, 5),
+              (3, 100, 100),        # rows of 100 lines at 400 B: whole rows
+              (2, 300, 67),         # 300 lines a row: tiles of 32
+              (2, 97, 512),         # a stride of 2 KB: tiles of 16
+              (1, 70, 1024),        # 4 KB: tiles of 8
+              (1, 1024, 131)]       # a stride of 512 B, 1024 lines a row: tiles of 32
+    for s in shapes:
+        x = rng.standard_normal(s).astype(np.float32)
+        got = jf(x)
+        assert_close(got[0], np.transpose(x, (0, 2, 1)) * 2 + 1, 0)
+        assert_close(got[1], np.transpose(x, (2, 1, 0)), 0)
+    assert jf.stats()["compiles"] == 1

@@ -461,22 +461,95 @@ def parallel_min_work(kernel: Kernel) -> int:
     return PARALLEL_MIN_WORK
 
 
+# A loop kernel that reads an input across its rows (a transpose that moves the last dim)
+# touches one input line per column along a row, and the next row reads the same lines: they
+# must stay in L1 (32 KB, 8 ways of 64-byte lines on the machines measured). Where a row's
+# lines do not fit, or meet in a few sets (lines 2 KB apart fall in 2 of the 64 sets, 16
+# lines at most; a [97, 4096] matrix's transpose reads lines 16 KB apart, all in one set),
+# the rows run in tiles of TILE_ROWS rows by as many columns as those sets hold, at most
+# TILE_COLS. Plain rows took 1.2-4.5x the tiles' time on transposes of 128x101 to 4096x4096
+# (2.1x for [1000, 128] -> [4, 32, 1000], 4.2x for [97, 4096]); where the lines fit, one
+# tile is the whole row, its loop the plain one, in a parallel loop of its own (beside the
+# tiled loop in one function, it ran 1.3-1.8x slower at 8 x 100 x 100). 64 rows were the
+# fastest of 8 to 128 (CHANGELOG.md, 2026-12-06).
+TILE_ROWS, TILE_COLS, ROW_LINES = 64, 32, 384
+
+
+def tile_cols(stride_bytes: list[str]) -> list[str]:
+    """C declaring `tw`, the column tile's width (the whole row where its lines stay in L1),
+    given C for the byte strides at which the kernel reads its transposed inputs along a
+    row."""
+    out, fit = [], ""
+    for i, b in enumerate(stride_bytes):
+        # lines at a stride of s bytes fall in 64 / gcd(64, s / 64) of the 64 sets, 8 ways
+        # each; when s is not a whole number of lines, in all of them, roughly: ROW_LINES,
+        # three quarters of L1, leaves room for the output's lines
+        out += [f"const int64_t jd_s{i} = {b}, jd_q{i} = jd_s{i} / 64 % 64;",
+                f"const int64_t jd_fit{i} = jd_s{i} % 64 ? {ROW_LINES} : "
+                f"8 * 64 / (jd_q{i} ? jd_q{i} & -jd_q{i} : 64);"]
+        fit = f"jd_fit{i}" if not fit else f"({fit} < jd_fit{i} ? {fit} : jd_fit{i})"
+    return out + [f"const int64_t jd_fit = {fit};",
+                  f"const int64_t tw = n_cols <= jd_fit ? (n_cols > 0 ? n_cols : 1) : "
+                  f"jd_fit < {TILE_COLS} ? jd_fit : {TILE_COLS};"]
+
+
 def open_rows(w: CWriter, r: Renderer, rows_dims, cols: str, dim,
               min_work: int = PARALLEL_MIN_WORK) -> tuple[str, ...]:
     """A parallel loop over the flattened row index (on the pool from `min_work` elements);
     binds i0..i{k-1} inside it."""
-    w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
+    open_pieces(w, rows_dims, cols, dim, min_work)
+    return open_row_loop(w, rows_dims, dim)
+
+
+def open_pieces(w: CWriter, rows_dims, cols: str, dim, min_work: int = PARALLEL_MIN_WORK,
+                shares: tuple = (), declare: bool = True):
+    """n_rows and n_cols (`declare`: else the caller declared them), and the parallel region
+    over the rows (its pieces: jd_lo..jd_hi), whose pieces also read the locals `shares`."""
+    if declare:
+        w(f"const int64_t n_rows = {dim(prod(rows_dims))}, n_cols = {cols};")
     w.parallel("n_rows", f"n_rows > 1 && n_rows * n_cols >= {min_work}",
-               [("int64_t", "n_rows", dim(prod(rows_dims))), ("int64_t", "n_cols", cols)])
+               [("int64_t", "n_rows", dim(prod(rows_dims))), ("int64_t", "n_cols", cols),
+                *shares])
+
+
+def open_row_loop(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
+    """The piece's rows one by one (close_rows closes it); binds i0..i{k-1}."""
     w.open("for (int64_t row = jd_lo; row < jd_hi; row++)")
-    names, rest = [], "row"
+    return _row_indices(w, rows_dims, dim, "row", "const int64_t {0} = {1};")
+
+
+def open_row_tiles(w: CWriter, rows_dims, dim) -> tuple[str, ...]:
+    """The piece's rows in tiles of TILE_ROWS rows by `tw` columns (tile_cols declares it);
+    the column loop inside is `for (c = cb; c < ce; c++)`; the caller closes the three
+    loops. Binds i0..i{k-1}."""
+    w.open(f"for (int64_t rb = jd_lo; rb < jd_hi; rb += {TILE_ROWS})")
+    w(f"const int64_t re = jd_hi - rb < {TILE_ROWS} ? jd_hi : rb + {TILE_ROWS};")
+    # a tile's rows' indices, split once per row (a division each), not once per column tile
+    many = len(rows_dims) > 1
+    if many:
+        w(f"int64_t {', '.join(f'jd_i{k}[{TILE_ROWS}]' for k in range(len(rows_dims)))};")
+        with w.block("for (int64_t row = rb; row < re; row++)"):
+            _row_indices(w, rows_dims, dim, "row", "jd_{0}[row - rb] = {1};")
+    w.open("for (int64_t cb = 0; cb < n_cols; cb += tw)")
+    w("const int64_t ce = n_cols - cb < tw ? n_cols : cb + tw;")
+    w.open("for (int64_t row = rb; row < re; row++)")
+    names = tuple(f"i{k}" for k in range(len(rows_dims)))
+    for name in names:
+        w(f"const int64_t {name} = {f'jd_{name}[row - rb]' if many else 'row'};")
+    return names
+
+
+def _row_indices(w: CWriter, rows_dims, dim, flat: str, line: str) -> tuple[str, ...]:
+    """i0..i{k-1}, the indices of the flat row index `flat` over rows_dims, each written as
+    `line` formatted with its name and its C expression."""
+    names, rest = [], flat
     for k in range(len(rows_dims) - 1, -1, -1):
-        d = dim(rows_dims[k])
         names.append(f"i{k}")
         if k == 0:
-            w(f"const int64_t i0 = {rest};")
+            w(line.format("i0", rest))
         else:
-            w(f"const int64_t i{k} = {rest} % {d};")
+            d = dim(rows_dims[k])
+            w(line.format(f"i{k}", f"{rest} % {d}"))
             rest = f"({rest} / {d})"
     return tuple(reversed(names))
 
