@@ -10,6 +10,7 @@ table printer writes for those result files:
     units      benchmarks/unit_compile_times.py files (a markdown table, one row per file)
     spectral   benchmarks/spectral_linalg.py files (a markdown table with geomeans)
     tree       benchmarks/tree_search.py files (a markdown table with geomeans)
+    transposes benchmarks/transposes.py files (a markdown table, one column per file)
     first_call benchmarks/first_call.py files (a text block per file)
     captured   benchmarks/captured_weights.py files (a text block per file)
     interop    benchmarks/interop.py files (a text block per file)
@@ -104,6 +105,8 @@ def _results(kind: str, paths: list[str]) -> str:
         return _printed(_script("spectral_linalg").print_table, paths)
     if kind == "tree":
         return _printed(_script("tree_search").print_table, paths)
+    if kind == "transposes":
+        return _printed(_script("transposes").print_table, paths)
     if kind in ("first_call", "captured"):
         script = _script("first_call" if kind == "first_call" else "captured_weights")
         with contextlib.chdir(ROOT):     # the tables name the files from the repository root
