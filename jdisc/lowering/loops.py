@@ -467,11 +467,11 @@ def parallel_min_work(kernel: Kernel) -> int:
 # lines do not fit, or meet in a few sets (lines 2 KB apart fall in 2 of the 64 sets, 16
 # lines at most; a [97, 4096] matrix's transpose reads lines 16 KB apart, all in one set),
 # the rows run in tiles of TILE_ROWS rows by as many columns as those sets hold, at most
-# TILE_COLS. Plain rows took 1.2-4.5x the tiles' time on transposes of 128x101 to 4096x4096
-# (2.1x for [1000, 128] -> [4, 32, 1000], 4.2x for [97, 4096]); where the lines fit, one
-# tile is the whole row, its loop the plain one, in a parallel loop of its own (beside the
-# tiled loop in one function, it ran 1.3-1.8x slower at 8 x 100 x 100). 64 rows were the
-# fastest of 8 to 128 (CHANGELOG.md, 2026-12-06).
+# TILE_COLS. Plain rows took 6.4-6.7x the tiles' time for `x.T` at [97, 4096], 1.7-2.3x at
+# [1000, 1000], 1.3-2x for [2, 1000, 33] with an op fused (benchmarks/transposes.py); where
+# the lines fit, one tile is the whole row, its loop the plain one, in a parallel loop of its
+# own (beside the tiled loop in one function, it ran 1.3-1.8x slower at 8 x 100 x 100). 64
+# rows were the fastest of 8 to 128 in a standalone C harness (CHANGELOG.md, 2026-12-06).
 TILE_ROWS, TILE_COLS, ROW_LINES = 64, 32, 384
 
 
