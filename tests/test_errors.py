@@ -331,6 +331,7 @@ def test_argument_errors_never_fall_back_at_any_call(axes, constraints, good, ba
             np.testing.assert_allclose(np.asarray(f(*ok)), np.asarray(jax.jit(g)(*ok)))
             with pytest.raises(ShapeError, match=match):
                 f(*args)
+            np.testing.assert_allclose(np.asarray(f(*ok)), np.asarray(jax.jit(g)(*ok)))
         assert f.stats()["fallbacks"] == 1
 
 
@@ -340,3 +341,27 @@ def test_user_errors_are_not_wrapped(monkeypatch):
         f(X, np.ones(4, np.float32))
     assert not isinstance(info.value, CompileError)
     assert isinstance(info.value, JdiscError)
+
+
+def test_a_fallback_checks_each_set_of_shapes_once(monkeypatch):
+    # the check parses the dims' expressions (about 30 us, more than the jax.jit call): a
+    # shape that passed once is not checked again; a refused one is, every time
+    import jdisc.api as api
+    seen = []
+    real = api.refusal
+    monkeypatch.setattr(api, "refusal", lambda *a: seen.append(1) or real(*a))
+
+    def g(x, y):
+        return (x.astype(jnp.int4) * 2).astype(jnp.float32).sum() + y.sum()
+    f = jdisc.jit(g, dynamic_axes=({0: "n"}, {0: "n"}), fallback="xla", bridge=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            f(np.ones(3, np.float32), np.ones(3, np.float32))
+        assert len(seen) == 1
+        f(np.ones(5, np.float32), np.ones(5, np.float32))
+        assert len(seen) == 2
+        for _ in range(2):
+            with pytest.raises(ShapeError):
+                f(np.ones(5, np.float32), np.ones(4, np.float32))
+        assert len(seen) == 4
