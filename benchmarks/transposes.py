@@ -1,6 +1,7 @@
 """Transposes: jdisc's loop kernel for a transpose, by shape, against jax.jit.
 
-    python benchmarks/transposes.py [--repeats 300] [--json OUT.json]
+    python benchmarks/transposes.py [--shapes tuned|untuned|threshold|random] [--seed 0]
+                                    [--repeats 300] [--json OUT.json]
     python benchmarks/transposes.py --table A.json [B.json ...]
 
 Three functions, each compiled once by jdisc for every shape (jax.jit once per shape): a
@@ -34,13 +35,44 @@ def _keys(k):
     return jnp.transpose(k.reshape(-1, 4, 32), (1, 2, 0))
 
 
-CASES = [
-    ("x.T", lambda x: x.T, ({0: "n", 1: "m"},),
-     [(300, 500), (500, 300), (1000, 1000), (97, 4096), (64, 64)]),
-    ("keys [T, 128] -> [4, 32, T]", _keys, ({0: "T"},), [(101, 128), (333, 128), (1000, 128)]),
+FUNCTIONS = [
+    ("x.T", lambda x: x.T, ({0: "n", 1: "m"},)),
+    ("keys [T, 128] -> [4, 32, T]", _keys, ({0: "T"},)),
     ("transpose(x, (0, 2, 1)) + 1", lambda x: jnp.transpose(x, (0, 2, 1)) + 1.0,
-     ({0: "b", 1: "n", 2: "m"},), [(8, 100, 100), (16, 64, 64), (2, 1000, 33), (3, 257, 511)]),
+     ({0: "b", 1: "n", 2: "m"},)),
 ]
+# Shapes per function. `tuned`: those the tiles were chosen on; `untuned`: drawn afterwards
+# to check them; `threshold`: drawn around where a row stops fitting (loops.py tile_cols);
+# `random`: drawn by a seeded generator (`_random_shapes`), new seeds for new checks.
+SHAPES = {
+    "tuned": [[(300, 500), (500, 300), (1000, 1000), (97, 4096), (64, 64)],
+              [(101, 128), (333, 128), (1000, 128)],
+              [(8, 100, 100), (16, 64, 64), (2, 1000, 33), (3, 257, 511)]],
+    "untuned": [[(777, 1234), (61, 2048), (2048, 61), (1500, 333), (200, 180)],
+                [(77, 128), (555, 128), (2049, 128)],
+                [(5, 300, 700), (2, 513, 129), (7, 90, 1024), (12, 37, 53)]],
+    "threshold": [[(450, 37), (560, 51), (700, 45), (3000, 20), (10, 4096), (20, 2048),
+                   (100, 512)],
+                  [(70, 128), (90, 128), (100, 128), (120, 128), (200, 128)],
+                  [(4, 450, 91), (2, 560, 67), (6, 700, 40), (3, 600, 16)]],
+}
+
+
+def _random_shapes(seed: int) -> list[list[tuple]]:
+    """Sizes log-uniform in [2, 4096], at most 2^22 elements: 6 matrices, 4 key lengths, 5
+    batches of 1-8 matrices."""
+    rng = np.random.default_rng(seed)
+
+    def size(hi=4096):
+        return int(np.exp(rng.uniform(np.log(2), np.log(hi))))
+
+    def shape(k):
+        while True:
+            s = tuple(size() for _ in range(k))
+            if np.prod(s) <= 1 << 22:
+                return s
+    return [[shape(2) for _ in range(6)], [(size(), 128) for _ in range(4)],
+            [(int(rng.integers(1, 9)),) + shape(2) for _ in range(5)]]
 
 
 def _kernel_us(f, x, repeats: int) -> float:
@@ -65,13 +97,14 @@ def _call_us(fns, x, repeats: int) -> list[float]:
     return [statistics.median(t) * 1e6 for t in times]
 
 
-def run(repeats: int) -> dict:
+def run(repeats: int, shapes: str = "tuned", seed: int = 0) -> dict:
     os.environ["JDISC_PROFILE"] = "1"       # read when compiling: the kernels' own counters
     rows = []
     load_before = os.getloadavg()
-    for name, fn, axes, shapes in CASES:
+    for (name, fn, axes), case_shapes in zip(
+            FUNCTIONS, _random_shapes(seed) if shapes == "random" else SHAPES[shapes]):
         jf, xf = jdisc.jit(fn, dynamic_axes=axes, bridge=False), jax.jit(fn)
-        for shape in shapes:
+        for shape in case_shapes:
             x = jax.device_put(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
             np.testing.assert_array_equal(np.asarray(jf(x)), np.asarray(xf(x)))
             for _ in range(5):
@@ -107,6 +140,8 @@ def print_table(paths: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", choices=sorted(SHAPES) + ["random"], default="tuned")
+    ap.add_argument("--seed", type=int, default=0, help="for --shapes random")
     ap.add_argument("--repeats", type=int, default=300)
     ap.add_argument("--json", default=None)
     ap.add_argument("--table", nargs="+", metavar="RESULT.json")
@@ -114,7 +149,7 @@ def main() -> None:
     if a.table:
         print_table(a.table)
         return
-    res = run(a.repeats)
+    res = run(a.repeats, a.shapes, a.seed)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(res, f, indent=1)

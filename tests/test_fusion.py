@@ -402,10 +402,11 @@ def test_transposes_that_move_the_last_dim_run_in_tiles_and_stay_exact(rng):
     assert src.count("for (int64_t cb = 0; cb < n_cols; cb += tw)") == 2   # both kernels
     shapes = [(0, 3, 4), (2, 0, 3), (3, 4, 0), (1, 1, 1), (2, 3, 5),
               (3, 100, 100),        # rows of 100 lines at 400 B: whole rows
-              (2, 300, 67),         # 300 lines a row: tiles of 32
+              (2, 300, 67),         # 300 lines a row at 268 B: whole rows
+              (2, 700, 67),         # 700 lines: tiles of 32
               (2, 97, 512),         # a stride of 2 KB: tiles of 16
               (1, 70, 1024),        # 4 KB: tiles of 8
-              (1, 1024, 131)]       # a stride of 512 B, 1024 lines a row: tiles of 32
+              (1, 1024, 131)]       # a stride of 524 B, 1024 lines a row: tiles of 32
     for s in shapes:
         x = rng.standard_normal(s).astype(np.float32)
         got = jf(x)

@@ -472,7 +472,9 @@ def parallel_min_work(kernel: Kernel) -> int:
 # the lines fit, one tile is the whole row, its loop the plain one, in a parallel loop of its
 # own (beside the tiled loop in one function, it ran 1.3-1.8x slower at 8 x 100 x 100). 64
 # rows were the fastest of 8 to 128 in a standalone C harness (CHANGELOG.md, 2026-12-06).
-TILE_ROWS, TILE_COLS, ROW_LINES = 64, 32, 384
+# Lines spread over all the sets stay plain up to ROW_LINES a row, past L1's 512: the plain
+# rows ran 1.45-1.5x faster than tiles at 513-600 lines and no slower at 450-625.
+TILE_ROWS, TILE_COLS, ROW_LINES = 64, 32, 640
 
 
 def tile_cols(stride_bytes: list[str]) -> list[str]:
@@ -482,10 +484,10 @@ def tile_cols(stride_bytes: list[str]) -> list[str]:
     out, fit = [], ""
     for i, b in enumerate(stride_bytes):
         # lines at a stride of s bytes fall in 64 / gcd(64, s / 64) of the 64 sets, 8 ways
-        # each; when s is not a whole number of lines, in all of them, roughly: ROW_LINES,
-        # three quarters of L1, leaves room for the output's lines
+        # each; when s is not a whole number of lines or an odd one, in all of them: there
+        # the plain rows beat the tiles up to ROW_LINES lines, more than L1 holds
         out += [f"const int64_t jd_s{i} = {b}, jd_q{i} = jd_s{i} / 64 % 64;",
-                f"const int64_t jd_fit{i} = jd_s{i} % 64 ? {ROW_LINES} : "
+                f"const int64_t jd_fit{i} = jd_s{i} % 64 || jd_q{i} % 2 ? {ROW_LINES} : "
                 f"8 * 64 / (jd_q{i} ? jd_q{i} & -jd_q{i} : 64);"]
         fit = f"jd_fit{i}" if not fit else f"({fit} < jd_fit{i} ? {fit} : jd_fit{i})"
     return out + [f"const int64_t jd_fit = {fit};",
