@@ -13,8 +13,8 @@ os.environ.setdefault("JDISC_CHECK_PLAN", "1")   # every compile's plans are che
 os.environ.setdefault("JDISC_VERIFY", "1")       # the IR verified after every pass (verify.py)
 # The first call of a program runs jdisc's own program, not jax.jit's (the bridge, bridge.py,
 # on by default for users): the differential tests compare jdisc with jax.jit from the first
-# call on. tests/test_bridge.py tests the default.
-os.environ.setdefault("JDISC_BRIDGE", "0")
+# call on, whatever the environment says. tests/test_bridge.py tests the default.
+os.environ["JDISC_BRIDGE"] = "0"
 
 # Tests never touch the user's cache; one directory per session keeps compiles shared within it.
 if "JDISC_CACHE_DIR" not in os.environ:

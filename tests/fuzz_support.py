@@ -120,7 +120,7 @@ def draw_rng(data):
 def check(fn, dynamic_axes, make_args, envs, tol=0.0, constraints=(), x64=False):
     """Compile fn once with jdisc; at each env compare with jax.jit; one compile in all."""
     with jax.enable_x64(x64):
-        jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints)
+        jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, constraints=constraints, bridge=False)
         ref = jax.jit(fn)
         compiled = False
         for env in envs:

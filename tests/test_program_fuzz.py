@@ -178,16 +178,38 @@ def test_bisection_checks_at_the_batch_sizes_where_one_size_alone_is_invalid():
 
 
 def test_repro_script_runs_standalone(tmp_path):
-    """A report's repro is a script that compiles with jdisc and compares with jax.jit."""
+    """A report's repro is a script that compiles with jdisc and compares with jax.jit; its
+    call runs jdisc's program, not jax.jit's (the bridge, on by default for users)."""
     import subprocess
     import sys
     prog, envs = pf.random_program(3, n_ops=6)
     script = tmp_path / "repro.py"
     script.write_text(pf.source(prog, envs[0], seed=7))
+    env = dict(os.environ, JDISC_BRIDGE="1")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert len(out.stdout.splitlines()) == len(prog.outputs)
+
+
+def test_the_check_runs_jdiscs_program_at_every_size_whatever_the_environment(monkeypatch):
+    """The check (also run outside pytest, by program_fuzz.py) compares jdisc's own program with
+    jax.jit from the first size on: with the bridge (the users' default) the first call ran
+    jax.jit's program, compared with itself, and `compiles` could be read before the compile
+    in the background was done (a batch of 8 "compiles" findings, seed 71250045)."""
+    import jdisc
+    made = []
+
+    def jit(*a, **kw):
+        made.append(jdisc_jit(*a, **kw))
+        return made[-1]
+    jdisc_jit = jdisc.jit
+    monkeypatch.setenv("JDISC_BRIDGE", "1")
+    monkeypatch.setattr(jdisc, "jit", jit)
+    prog, envs = pf.random_program(3, n_ops=6)
+    assert pf.check([prog], envs) == [[]]
+    stats = made[0].stats()
+    assert stats["compiles"] == 1 and not stats.get("bridged_calls"), stats
 
 
 def test_error_bounds_hold_against_float64():

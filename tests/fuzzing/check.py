@@ -108,8 +108,10 @@ def _check(progs, envs, seeds) -> list[list[Failure]]:
 
     axes = sum((dynamic_axes(p) for p in progs), ())
     # every input donated and passed as a jax.Array: where the memory plan lets a result take
-    # an input's buffer, the program runs in place, and any wrong aliasing shows as a mismatch
-    jf = jdisc.jit(fn, dynamic_axes=axes, donate_argnums=tuple(range(len(axes))))
+    # an input's buffer, the program runs in place, and any wrong aliasing shows as a mismatch.
+    # No bridge, whatever the environment (program_fuzz.py runs outside pytest's conftest):
+    # the first size is jdisc's program too, and the compile is done when `compiles` is read.
+    jf = jdisc.jit(fn, dynamic_axes=axes, donate_argnums=tuple(range(len(axes))), bridge=False)
     fails: list[list[Failure]] = [[] for _ in progs]
     for env in envs:
         args = sum((make_inputs(p, env, s) for p, s in zip(progs, seeds)), [])

@@ -114,12 +114,14 @@ def source(prog: Program, env: dict | None = None, seed: int = 0, tols=None,
              ""] + function_source(prog, envs) + [""] + input_code(prog, env, seed)
     args = ", ".join(f"x{i}" for i in range(prog.n_in))
     donated = tuple(range(prog.n_in))
-    lines += [f"jf = jdisc.jit(f, dynamic_axes={dynamic_axes(prog)!r}, donate_argnums={donated!r})",
+    lines += [f"jf = jdisc.jit(f, dynamic_axes={dynamic_axes(prog)!r}, donate_argnums={donated!r},"
+              " bridge=False)   # the first call runs jdisc's program, not jax.jit's",
               f"want = jax.jit(f)({args})",
               f"for got, want in zip(jf(*map(jnp.asarray, ({args},))), want):",
               "    got, want = np.asarray(got), np.asarray(want)",
               "    print(got.shape, want.shape, np.max(np.abs(got.astype(float) - "
-              "want.astype(float)), initial=0))"]
+              "want.astype(float)), initial=0))",
+              "assert not jf.stats().get('bridged_calls'), jf.stats()   # jdisc's own program ran"]
     if tols is not None:
         lines.append(f"# tolerances (max |diff| allowed): {tols}")
     return "\n".join(lines) + "\n"
