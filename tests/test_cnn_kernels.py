@@ -26,7 +26,8 @@ def _kernels(jf, args) -> str:
 CONVS = [
     # NHWC 3x3 SAME, 3 -> 40 features: one block of 32 and a narrower one of 8
     dict(xs=("B", 9, 3), ws=(3, 3, 3, 40), strides=(1, 1), padding="SAME"),
-    # widths around the 6-position block: 1, 5, 6, 7, 13 (dynamic W); 17 features
+    # widths around the 6-position block: 1, 5, 6, 7, 9, 10, 13 (dynamic W; 1 to 3 positions
+    # left over run one at a time, 4 or 5 as one more block); 17 features
     dict(xs=(4, "B", 5), ws=(3, 3, 5, 17), strides=(1, 1), padding="SAME"),
     # strides, asymmetric and negative padding, kernel (rhs) dilation
     dict(xs=(11, "B", 4), ws=(2, 3, 4, 6), strides=(2, 3), padding=((2, 0), (1, -1)),
@@ -62,7 +63,7 @@ def test_direct_convolution_blocks_and_tails(rng, spec):
     def make(n):
         shape = (2,) + tuple(n if d == "B" else d for d in spec["xs"])
         return rng.standard_normal(shape).astype(np.float32), w
-    sizes = [13] + [n for n in (1, 5, 6, 7) if n >= lo] + [lo]
+    sizes = [13] + [n for n in (1, 5, 6, 7, 9, 10) if n >= lo] + [lo]
     jf, args = check(f, ({dyn: "B"}, None), make, sizes, 3e-5,
                      constraints=(f"B >= {lo}",) if lo > 1 else ())
     assert "direct convolution" in _kernels(jf, args)

@@ -4,7 +4,8 @@ Direct (f32/f64 with a static kernel shape, the usual CNN case): output rows (an
 all its output positions but the innermost) run in parallel. Along a row, a block of `P`
 positions times `F` output features accumulates in registers: for each kernel tap and input
 feature, `P` input values times one row of `F` weights (the `F` loop is `omp simd`; the
-multiply-adds are fused where the target has a fast fma). Taps outside the input (padding,
+multiply-adds are fused where the target has a fast fma); the few positions left past a row's
+last whole block run one at a time, all features at once. Taps outside the input (padding,
 dilation holes) are skipped for the outer spatial dims and read zeros for the innermost one;
 a block whose innermost taps are all inside reads them as one contiguous run of input.
 
@@ -37,6 +38,10 @@ CHUNK = 2048  # im2col: output positions unrolled at a time (bounds the im2col b
 # Blocks of 4..8 positions x 16..64 features measured within noise of each other on W4.
 BLOCK_VECTORS = 12
 MAX_POSITIONS = 8
+# a row's positions past its last whole block: up to TAIL_MAX run one at a time (a block of one
+# position took a fifth to a quarter of a whole block's time in W4's second convolution), 4 or
+# 5 in one more block (1.05-1.25x faster than one at a time there: benchmarks/kernel_times.py)
+TAIL_MAX = 3
 # multiply-adds below which a convolution runs on one thread (waking threads costs more)
 PARALLEL_MIN_MACS = 1 << 22
 
@@ -171,25 +176,41 @@ def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: 
     if groups > 1:
         w.open(f"for (int64_t g = 0; g < {groups}; g++)")
         group = "g"
-    with w.block(f"for (int64_t ob = 0; ob < osz{last}; ob += {npos})"):
+    if npos > 1:
+        w(f"/* whole blocks; up to {TAIL_MAX} positions left over run one at a time, more in")
+        w("   one more block (past the last position it computes, but does not store) */")
+        w(f"const int64_t left = osz{last} % {npos};")
+        w(f"const int64_t tail = left && left <= {TAIL_MAX} ? osz{last} - left : osz{last};")
+    else:
+        w(f"const int64_t tail = osz{last};")
+    with w.block(f"for (int64_t ob = 0; ob < tail; ob += {npos})"):
         if d.contiguous():
             first = d.position(last, "ob", "0")
             end = d.position(last, f"(ob + {npos - 1})", str(d.ksz[last] - 1))
-            w("/* all the block's innermost taps inside the input: read as one run (a block")
-            w("   past the last output position computes, but does not store, the extra ones) */")
+            w("/* all the block's innermost taps inside the input: read as one run */")
             w(f"const int inner = {first} >= 0 && {end} < isz{last};")
-        full = d.cout_g - d.cout_g % nfeat
-        if full:
-            with w.block(f"for (int64_t f0 = 0; f0 < {full}; f0 += {nfeat})"):
-                _emit_block(w, d, inputs, nfeat, group)
-        if d.cout_g % nfeat:
-            w("/* the last, narrower block of features */")
-            with w.block(f"for (int64_t f0 = {full}; f0 < {d.cout_g}; f0 += {nfeat})"):
-                _emit_block(w, d, inputs, d.cout_g % nfeat, group)
+        _emit_feature_blocks(w, d, inputs, nfeat, group, npos)
+    if npos > 1:
+        with w.block(f"for (int64_t ob = tail; ob < osz{last}; ob++)"):
+            w("const int64_t f0 = 0;   /* one position: every feature at once */")
+            _emit_block(w, d, inputs, d.cout_g, group, 1)
     if groups > 1:
         w.close()
     w.close()
     w("return 0;")
+
+
+def _emit_feature_blocks(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: str,
+                         npos: int) -> None:
+    """Blocks of `npos` positions from ob by `nfeat` features, the last one narrower."""
+    full = d.cout_g - d.cout_g % nfeat
+    if full:
+        with w.block(f"for (int64_t f0 = 0; f0 < {full}; f0 += {nfeat})"):
+            _emit_block(w, d, inputs, nfeat, group, npos)
+    if d.cout_g % nfeat:
+        w("/* the last, narrower block of features */")
+        with w.block(f"for (int64_t f0 = {full}; f0 < {d.cout_g}; f0 += {nfeat})"):
+            _emit_block(w, d, inputs, d.cout_g % nfeat, group, npos)
 
 
 def _simd(w: CWriter, nfeat: int, body: str) -> None:
@@ -198,11 +219,14 @@ def _simd(w: CWriter, nfeat: int, body: str) -> None:
     w(f"  {body}")
 
 
-def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: str) -> None:
+def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: str,
+                npos: int) -> None:
     """One block: acc[p][j] for positions ob + p and features f0 + j of group `group`,
-    summed over kernel taps (outermost dim first) and input features."""
+    summed over kernel taps (outermost dim first) and input features. A block of one
+    position (a row's last few) reads its taps through pointers alone, without the path for
+    a run of input (`inner`)."""
     xin, kin = inputs
-    last, npos = d.last, d.npos
+    last = d.last
     fma = f"jd_fma_{d.op.results[0].dtype}"
     w(f"{d.t} acc[{npos}][{nfeat}];")
     with w.block(f"for (int p = 0; p < {npos}; p++)"):
@@ -220,7 +244,7 @@ def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: st
                  group, d.cout_g)
     w(f"const {d.t} *wtap = {base} + f0;")
     cout, step = d.cout, d.attr("window_strides", last) * d.cin
-    if d.contiguous():
+    if d.contiguous() and npos > 1:
         w.open("if (inner)")
         w(f"const {d.t} *xb = xrow + {d.position(last, 'ob', '0')} * {d.cin};")
         if d.groups == 1:   # taps x features are consecutive in input and in weights
