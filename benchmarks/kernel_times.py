@@ -5,13 +5,16 @@
     python benchmarks/kernel_times.py --table A.json [B.json ...]
 
 Each (side, round) is a fresh process that compiles the workload (`jdisc.bench` workloads,
-shapes BxS) with `JDISC_PROFILE=1`, makes three warm-up calls per shape, then `--calls` calls,
+shapes BxS) with `JDISC_PROFILE=1`, calls it for 0.3 s per shape to warm up, then `--calls` calls,
 and reports each kernel's seconds per call over those calls (the launcher's own counters:
 `jdisc.jit(...).profile`). With `--before PATH`, the checkout at PATH (`git worktree add PATH
 REV`) runs in alternate processes with this one, `--rounds` times each: comparing two versions
 in one process is biased (benchmarks/README.md). A kernel's own time is far steadier than the
 whole call's when the change is in one kernel. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset
-in the children, as for `jdisc bench`.
+in the children, as for `jdisc bench`. The warm-up was three calls until 2026-12-06: on the
+2-core VM the benchmarks ran on, a process's parallel kernels took twice their time for their
+first 20-60 ms of work after the second core had idled (the pool used both threads), so a
+round of short kernels could run at half speed throughout.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sys
 import time
 
 _CHILD = r"""
-import json, os, sys
+import json, os, sys, time
 os.environ["JDISC_PROFILE"] = "1"
 import jax, numpy as np, jdisc
 from jdisc.bench.workloads import workloads
@@ -35,7 +38,8 @@ out = {}
 for shape in sys.argv[3:]:
     b, s = map(int, shape.split("x"))
     args = jax.device_put(wl.make_args(b, s, np.random.default_rng(0)))
-    for _ in range(3):
+    warm_until = time.perf_counter() + 0.3
+    while time.perf_counter() < warm_until:
         jax.block_until_ready(f(*args))
     before = f.profile(*args)
     for _ in range(calls):
