@@ -123,3 +123,23 @@ def test_transposes_times_the_kernel_and_both_calls(tmp_path):
     assert {r["case"] for r in rows} == {"x.T", "keys [T, 128] -> [4, 32, T]",
                                         "transpose(x, (0, 2, 1)) + 1"}
     assert all(r["kernel_us"] > 0 and r["jdisc_us"] > 0 and r["xla_us"] > 0 for r in rows)
+
+
+def test_interop_times_the_compiled_eager_call_not_the_bridge(tmp_path):
+    # with the bridge on (the users' default), a new jdisc function's calls run with jax.jit
+    # until the compile in the background is done: the overhead line must time jdisc's call
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import interop, jdisc\n"
+            "made = []\n"
+            "def jit(*a, _jit=jdisc.jit, **k):\n"
+            "    made.append(_jit(*a, **k)); return made[-1]\n"
+            "interop.jdisc.jit = jit\n"
+            "res = interop.bench_overhead(50, 1)\n"
+            "assert all(v > 0 for v in res.values()), res\n"
+            "print(made[0].stats())\n")
+    env = env_with(JDISC_CACHE_DIR=str(tmp_path))
+    env.pop("JDISC_BRIDGE", None)
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = eval(proc.stdout.strip().splitlines()[-1])
+    assert stats["compiles"] == 1 and not stats.get("bridged_calls"), stats
