@@ -63,7 +63,9 @@ def draw_shapes(n: int, seed: int, max_t: int) -> list[tuple[int, int]]:
 def try_jdisc(fn, dynamic_axes, args) -> tuple[object, float | None, str | None]:
     """(jdisc function, seconds of its first call including the compile, or None and the
     reason it cannot compile)."""
-    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes)
+    # no bridge: the first call is jdisc's compile and run, and the later ones its program
+    # (with the bridge, jax.jit would serve them while the compile runs in the background)
+    jf = jdisc.jit(fn, dynamic_axes=dynamic_axes, bridge=False)
     try:
         seconds, _ = timed(jf, args)
     except jdisc.UnsupportedOpError as err:

@@ -43,7 +43,7 @@ def main() -> None:
     print("compiler:", compiler._compiler_identity(cc))
     rows = []
     for name in FUNCTIONS:
-        f, g = jdisc.jit(fns[name], dynamic_axes=({0: "n"},)), jax.jit(fns[name])
+        f, g = jdisc.jit(fns[name], dynamic_axes=({0: "n"},), bridge=False), jax.jit(fns[name])
 
         def per_element(h):
             jax.block_until_ready(h(x))
