@@ -45,17 +45,24 @@ static inline float jd_exp_reduce(float x, int32_t *k) {
     return JD_FMAF(r, r * p, r);
 }
 
-/* exp(x) = (1 + expm1(r)) 2^k; max error 1 ulp. 2^k is applied as two normal factors
- * 2^(k>>1) 2^(k-(k>>1)), so k = 128 (results up to FLT_MAX) and overflow to +inf come out
- * right. The clamp keeps k in [-150, 128] and lets NaN through. Results below FLT_MIN are
- * flushed to +0 as XLA:CPU does. */
+/* exp(x) = (1 + expm1(r)) 2^k; max error 1 ulp. 1 + expm1(r) is in [0.7, 1.5), so adding k
+ * to its exponent field is the exact scaling wherever the result is a normal number, k = 128
+ * included (x up to ln(FLT_MAX), where 1 + expm1(r) < 1). Past that, x > 88.7228317 (the
+ * largest float whose exp is finite), the result is +inf. Below, the sum's exponent field
+ * runs out (0, or a borrow from the sign bit: the sum is below 2^23 as a signed integer):
+ * the result is below FLT_MIN and flushed to +0 as XLA:CPU does; the clamp at -104 keeps
+ * k >= -150, so the borrow never wraps round to a positive sum. NaN passes the clamp (the
+ * compare is false) and comes back quiet. Two scalings by
+ * 2^(k/2) took 15 more vector instructions than this add for the same results (CHANGELOG.md,
+ * 2026-12-06). */
 static inline float jd_expf(float x) {
-    float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+    float xc = x < -104.0f ? -104.0f : x;
     int32_t k;
     float q = jd_exp_reduce(xc, &k);
-    int32_t k1 = k >> 1;
-    float r = ((1.0f + q) * jd_pow2f(k1)) * jd_pow2f(k - k1);
-    return r < 0x1p-126f ? 0.0f : r;
+    uint32_t bits = jd_f32_bits(1.0f + q) + ((uint32_t)k << 23);
+    float r = (int32_t)bits < 0x00800000 ? 0.0f : jd_f32_from_bits(bits);
+    r = x > 88.7228317f ? INFINITY : r;
+    return x != x ? x + x : r;
 }
 
 /* expm1(x) = 2^k expm1(r) + (2^k - 1), both terms exact scalings; max error 2 ulp. For
