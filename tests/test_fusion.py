@@ -235,11 +235,13 @@ def _extreme_rows(rng, b, s, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_and_min_reductions_follow_stablehlo(rng, dtype):
-    # every path of a stitch kernel's reduction: rows across a block (short), lanes (long),
-    # with NaNs (of either sign), infinities and signed zeros, each row its own mix
+    # every path of a stitch kernel's reduction: rows across a block (short; 4 accumulators
+    # a row, the last group of columns repeating the last: 3, 5 and 15 columns), lanes
+    # (long), with NaNs (of either sign), infinities and signed zeros, each row its own mix
     with jax.enable_x64(dtype == np.float64):
         jf = jdisc.jit(_float_extremes, dynamic_axes=({0: "B", 1: "S"},), bridge=False)
-        for b, s in ((1, 0), (6, 1), (7, 2), (12, 15), (18, 16), (13, 63), (6, 64), (7, 65),
+        for b, s in ((1, 0), (6, 1), (7, 2), (9, 3), (8, 5), (12, 15), (18, 16), (13, 63),
+                     (6, 64), (7, 65),
                      (12, 100), (6, 1031), (6, 4099)):
             x = _extreme_rows(rng, b, s, dtype)
             for got, ref in zip(jf(x), _extremes_oracle(x)):
