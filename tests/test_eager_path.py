@@ -41,6 +41,40 @@ def test_the_extension_builds_here():
     assert jf.compiled_for(x, y).executable.fast_call is not None
 
 
+def test_a_program_called_while_the_extension_builds_takes_the_c_path_once_built(
+        monkeypatch):
+    # the build (a background thread) may end while a call is trying the C path: that call
+    # takes the ctypes path, and a later one the C path. Before, the try's None was kept for
+    # good whenever the build had ended by the time it was checked (40 us calls for ever,
+    # instead of 4, for a user's first programs in a new environment)
+    if not eager.enabled() or eager.module(wait=True) is None:
+        pytest.skip("no C extension here")
+    jf = jdisc.jit(lambda x: x * 3 + 1, dynamic_axes=({0: "n"},))
+    x = jnp.arange(5, dtype=jnp.float32)
+    ex = jf.compiled_for(x).executable
+    ex.__dict__.pop("_fast", None)
+    built = list(eager._MODULE)
+    real = eager.program
+    tries = []
+
+    def program(*args, **kwargs):      # the first try: the build ends just after it
+        tries.append(1)
+        if len(tries) == 1:
+            eager._MODULE[:] = built
+            return None
+        return real(*args, **kwargs)
+    monkeypatch.setattr(eager, "program", program)
+    eager._MODULE.clear()               # not built yet when the first try starts
+    try:
+        assert ex.fast_call is None     # that call: the ctypes path
+        assert ex.fast_call is not None     # the next: the C path, and kept
+        n = len(tries)
+        assert ex.fast_call is ex.fast_call and len(tries) == n      # kept: no more tries
+    finally:
+        eager._MODULE[:] = built
+    assert_close(jf(x), np.arange(5, dtype=np.float32) * 3 + 1, 0)
+
+
 @pytest.mark.parametrize("b, n", [(0, 3), (1, 1), (2, 5), (7, 13), (64, 257)])
 def test_c_path_and_ctypes_path_agree(b, n):
     jf = _jf()

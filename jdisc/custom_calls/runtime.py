@@ -52,9 +52,12 @@ class Executable:
         unavailable (or still being built: asked again on the next call)."""
         fast = self.__dict__.get("_fast", False)
         if fast is False:
-            fast = self._make_fast_call()
             from jdisc.custom_calls import eager
-            if fast is not None or eager.ready() or not eager.enabled():
+            # read before trying: a build that ends during the try leaves it None, and reading
+            # after it had kept that None for good (every later call on the ctypes path)
+            decided = eager.ready() or not eager.enabled()
+            fast = self._make_fast_call()
+            if fast is not None or decided:
                 self.__dict__["_fast"] = fast
         return fast
 
