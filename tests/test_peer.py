@@ -17,6 +17,10 @@ than 95% of the in-scope cases run pass):
   (`JDISC_PEER_EVERY`), the same ones every run;
 * `test_peer_suite_target` (slow, opt-in): every case.
 
+The workers run with `JDISC_SUBNORMALS=keep`: the suite's expected values keep subnormals as the
+StableHLO spec does, where XLA:CPU and jdisc's default flush them to zero (in the default mode 12
+ceil and floor cases of subnormal inputs differ, all as `jax.jit` computes them).
+
 Environment: `JDISC_PEER_DIR` (the peer folder), `JDISC_PEER_REPORT` (write the summary there as
 JSON), `JDISC_PEER_WORKERS` (worker processes; default: usable CPUs, at most 8).
 
@@ -406,6 +410,10 @@ def run_suite(peer_dir: Path, workers: int | None = None, name_filter=None,
     tmp = Path(tempfile.mkdtemp(prefix="jdisc-peer-"))
     env = dict(os.environ)
     env["JDISC_CACHE_DIR"] = str(tmp / "cache")           # fresh: every case really compiles
+    # the interpreter's expected values keep subnormals (IEEE, as the spec says); XLA:CPU, and
+    # jdisc by default, flush them (ceil of the smallest subnormal is 0 there, not 1): the
+    # cases run in jdisc's IEEE mode, which this suite then covers too
+    env["JDISC_SUBNORMALS"] = "keep"
     jdisc_root = str(Path(jdisc.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (jdisc_root, env.get("PYTHONPATH")) if p)
     ctx = {"tmp": tmp, "peer_dir": peer_dir, "env": env, "stop": threading.Event()}
