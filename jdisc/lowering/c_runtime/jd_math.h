@@ -52,9 +52,8 @@ static inline float jd_exp_reduce(float x, int32_t *k) {
  * runs out (0, or a borrow from the sign bit: the sum is below 2^23 as a signed integer):
  * the result is below FLT_MIN and flushed to +0 as XLA:CPU does; the clamp at -104 keeps
  * k >= -150, so the borrow never wraps round to a positive sum. NaN passes the clamp (the
- * compare is false) and comes back quiet. Two scalings by
- * 2^(k/2) took 15 more vector instructions than this add for the same results (CHANGELOG.md,
- * 2026-12-06). */
+ * compare is false) and comes back quiet. Two scalings by 2^(k/2) took 10 more vector
+ * instructions than this add, for the same results (CHANGELOG.md, 2026-12-06). */
 static inline float jd_expf(float x) {
     float xc = x < -104.0f ? -104.0f : x;
     int32_t k;
