@@ -118,6 +118,43 @@ def test_one_row_stitch_kernel_matches_xla_at_every_length(rng):
     assert jf.stats()["compiles"] == 1
 
 
+def _long_row_reductions(x, y):
+    """A softmax over rows of S x 3 columns (two column dims: the column index is split) plus
+    y, and a product over them: every loop of a long row's path (a max, a row buffer, a sum,
+    the output along the row, a product)."""
+    e = jnp.exp(x - jnp.max(x, axis=(1, 2), keepdims=True))
+    return e / jnp.sum(e, axis=(1, 2), keepdims=True) + y, jnp.prod(1.0 + 0.01 * x, axis=(1, 2))
+
+
+def _long_row_oracle(x, y):
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    e = np.exp(x - np.max(x, axis=(1, 2), keepdims=True))
+    return e / np.sum(e, axis=(1, 2), keepdims=True) + y, np.prod(1.0 + 0.01 * x, axis=(1, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_rows_last_columns_are_reduced_once_and_written(rng, dtype):
+    # a row of 128 columns or more ends in one block of 16 that overlaps the block before it
+    # (stitch_loops.py `wide`): the columns in both are written twice and must be reduced
+    # once. Rows of 3 x S columns: 129 (1 past a block), 135, 144 (none), 159, 255, 771
+    with jax.enable_x64(dtype == np.float64):
+        jf = jdisc.jit(_long_row_reductions, dynamic_axes=({0: "B", 1: "S"},) * 2,
+                       bridge=False)
+        src = generate(to_ir(_long_row_reductions, ({0: "B", 1: "S"},) * 2,
+                             *(np.ones((2, 50, 3), dtype),) * 2)).source
+        assert "for (int64_t cs = 0; cs < n_cols; cs += 16)" in src
+        for b, s in ((3, 43), (2, 45), (4, 48), (1, 53), (3, 85), (2, 257)):
+            x = (rng.standard_normal((b, s, 3)) * 2).astype(dtype)
+            y = rng.standard_normal((b, s, 3)).astype(dtype)
+            # a product of up to 771 factors rounds 771 times (half an ulp each: at most 4.6e-5
+            # of it in f32, 8.6e-14 in f64), a sum fewer; a column reduced twice or left out
+            # moves the product by about 1 %
+            tol = 5e-5 if dtype == np.float32 else 1e-13
+            for what, got, want in zip(("softmax", "prod"), jf(x, y), _long_row_oracle(x, y)):
+                assert_close(got, want.astype(dtype), tol, f"{what} at {b, s}")
+        assert jf.stats()["compiles"] == 1
+
+
 def _gather_concat(x, idx, keep):
     """A gathered, masked half beside the original: a concat kernel over [B, S, 8] halves."""
     g = jnp.take_along_axis(x, idx[..., None], axis=1)

@@ -261,7 +261,7 @@ def emit_stitch(ctx: KernelContext) -> None:
         w.open("if (across)")
         loops.emit_rows(outputs[0], across=True)
         w.else_()
-        loops.emit_rows(outputs[0], across=False)
+        loops.emit_rows(outputs[0], across=False, wide=True)
         w.close()
     else:
         loops.emit_rows(outputs[0], across=False)

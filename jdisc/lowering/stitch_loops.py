@@ -26,6 +26,10 @@ ACROSS = 2 * LANES
 SPLIT = 4
 
 
+# reducers for which combining a value a second time changes nothing
+_IDEMPOTENT = ("max", "min", "and", "or")
+
+
 def _chained(op: Op) -> bool:
     """A reduction whose combine is a chain of dependent instructions (a float max or min)."""
     return op.attrs["reducer"] in ("max", "min") and is_float(op.results[0].dtype)
@@ -61,8 +65,14 @@ class StitchLoops:
         self.staged = staged        # inputs copied column by column (across only)
         self.stage = {v.id: f"stage{i}" for i, v in enumerate(staged)}
 
-    def emit_rows(self, output: str, across: bool) -> None:
+    def emit_rows(self, output: str, across: bool, wide: bool = False) -> None:
+        """The loops over a piece's rows: across the rows of blocks, or one row at a time;
+        `wide`: a row that runs alone has ACROSS columns or more (the kernel's short rows run
+        across), so its loops may end in one whole vector that overlaps the one before it."""
         w, r, kernel, level = self.w, self.r, self.kernel, self.level
+        # a column computed twice (the overlap) must read what it read the first time: no
+        # output over an input (memory_plan.py gives stitch kernels none)
+        assert not (wide and (across or kernel.writes_over))
         if across:
             w.open(f"for (int64_t rb = jd_lo; rb < row_end; rb += {ROW_BLOCK})")
             w(f"const int64_t nb = row_end - rb < {ROW_BLOCK} ? row_end - rb : {ROW_BLOCK};")
@@ -103,7 +113,7 @@ class StitchLoops:
             if phase_reduces or phase_cached or writes_out:
                 _emit_phase(rows, phase_reduces, acc_names, phase_cached, self.buffers,
                             (out, output) if writes_out else None, self.cols_dims,
-                            self.lanes, across)
+                            self.lanes, across, wide)
         if out_is_row:
             rows.open(real=True)
             w(f"{output}[row] = {r.load(out, ())};")
@@ -257,13 +267,21 @@ def _hoist_reciprocals(rows: _Rows) -> None:
 
 def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
-                output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool) -> None:
+                output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool,
+                wide: bool) -> None:
     """One phase over the block's columns: the row-buffer values, the output, then the
     reductions (reading row buffers where kept). One row at a time: a plain loop along the
     row for the first two, and the reductions in `lanes` lanes. Across the rows (`across`):
     column by column with a vector across the block's rows for the row buffers (laid out
     column by column) and the reductions (one accumulator per row), and the output row by
-    row, so that it is written along the rows."""
+    row, so that it is written along the rows.
+
+    A row of ACROSS columns or more (`wide`) has no scalar remainder: its plain loop runs
+    blocks of LANES_SHORT columns, the last one ending at the row's end (over columns the
+    block before it computed already: the same values again), and its reductions' last 1 to
+    LANES_SHORT - 1 columns are one such block, the columns already reduced masked with the
+    reducer's identity (a sum's, a product's; a max's or min's need none). Along a row of 129-255 columns, those remainders were a third of a
+    softmax's time (an exp of one value costs about what a vector's does)."""
     w, r, dim = rows.w, rows.r, rows.dim
     at = f"c * {ROW_BLOCK} + l" if across else "c"     # where row buffers are read
     if cached and across:
@@ -279,7 +297,13 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         w.close()
     if (cached and not across) or output is not None:
         rows.open(hoist=not across, real=True)
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
+        if wide:
+            w.open(f"for (int64_t cs = 0; cs < n_cols; cs += {LANES_SHORT})")
+            w(f"const int64_t cb = cs + {LANES_SHORT} <= n_cols ? cs : n_cols - {LANES_SHORT};")
+            w.open(f"for (int64_t q = 0; q < {LANES_SHORT}; q++)")
+            w("const int64_t c = cb + q;")
+        else:
+            w.open("for (int64_t c = 0; c < n_cols; c++)")
         r.push()
         r.col, r.canon = at, None     # along the rows: inputs are read where they are
         idx = r.row_idx + column_index(w, r, "c", cols_dims, dim)
@@ -291,22 +315,29 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
             w(f"{name}[row * n_cols + c] = {r.load(v, idx)};")
         r.pop()
         close_rows(w)
+        if wide:
+            w.close()
         rows.close()
     for v in cached:
         r.cached[v.id] = buffers[v.id] + ("" if across else "_r")
     if not reduces:
         return
 
-    def body(col: str, slot: Callable[[str], str], cidx: tuple | None = None) -> None:
+    def body(col: str, slot: Callable[[str], str], cidx: tuple | None = None,
+             masked: str | None = None) -> None:
         r.push()
         r.col = at if across else col       # where row buffers are read
         idx = r.row_idx + (cidx if cidx is not None else
                            column_index(w, r, col, cols_dims, dim))
         r.canon = idx if across else None
         for op in reduces:
-            acc = slot(acc_names[op.results[0].id])
+            acc, dt = slot(acc_names[op.results[0].id]), op.results[0].dtype
             val = r.load(op.operands[0], idx)
-            w(f"{acc} = {COMBINE[op.attrs['reducer']](acc, val, op.results[0].dtype)};")
+            if masked is not None and op.attrs["reducer"] not in _IDEMPOTENT:
+                # a column reduced already: the identity instead (a max, min, and or or of it
+                # again changes nothing, and GCC 12 does not vectorise that select in them)
+                val = f"({masked} ? {reducer_identity(op.attrs['reducer'], dt)} : {val})"
+            w(f"{acc} = {COMBINE[op.attrs['reducer']](acc, val, dt)};")
         r.pop()
 
     for op in reduces:
@@ -373,8 +404,15 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
             body("cc", lambda acc: f"{acc}_l[q]")
             close_rows(w)
             close_rows(w)
-        w.open("for (; c < n_cols; c++)")
-        body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
+        if wide and lanes > 1:     # the last columns: a block ending at the row's end
+            w.open("if (c < n_cols)")
+            w.open(f"for (int64_t q = 0; q < {LANES_SHORT}; q++)")
+            w(f"const int64_t cc = n_cols - {LANES_SHORT} + q;")
+            body("cc", lambda acc: f"{acc}_l[q]", masked="cc < c")
+            w.close()
+        else:
+            w.open("for (; c < n_cols; c++)")
+            body("c", lambda acc: f"{acc}_l[{f'c & {LANES_SHORT - 1}' if lanes > 1 else '0'}]")
         close_rows(w)
         for op in reduces:
             acc, dt = acc_names[op.results[0].id], op.results[0].dtype
