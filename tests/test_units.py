@@ -249,3 +249,25 @@ def test_only_programs_with_float32_gemms_carry_the_skinny_unit():
         mm64 = jdisc.jit(lambda x, w: x @ w, dynamic_axes=({0: "n"}, None))
         assert "skinny" not in unit_names(mm64, x64, w64)
         np.testing.assert_allclose(mm64(x64, w64), x64 @ w64, rtol=1e-12)
+
+
+def _kernel_with_body(chars: int, seed: int) -> str:
+    """A kernel unit whose own code (its body) is about `chars` characters of C."""
+    lines = [f"JD_KERNEL int JD_SELF(float *restrict o) {{ /* {seed} */"]
+    while sum(map(len, lines)) < chars:
+        lines.append(f"  o[{len(lines)}] = o[{len(lines) - 1}] * 1.5f + {seed}.0f;")
+    return units.kernel_unit("\n".join(lines + ["  return 0;", "}"]))[1]
+
+
+@pytest.mark.fast
+def test_compile_order_counts_a_bundles_head_once():
+    # the compiles run longest first: a bundle of five short kernels shares one head (the
+    # declarations before each body), and costs less than one kernel with twice their code
+    # (W1's softmax: counted with five heads, a bundle ran first and the softmax after it)
+    short = [_kernel_with_body(1000, k) for k in range(5)]
+    long = _kernel_with_body(10000, 9)
+    assert all(units.body(u) is not None for u in short + [long])
+    bundle = units.bundle_cost(short)
+    assert bundle < units.compile_cost("k", units.KERNEL_OPT, long)
+    assert bundle < sum(units.compile_cost("k", units.KERNEL_OPT, u) for u in short)
+    assert units.bundle_cost([long]) == units.compile_cost("k", units.KERNEL_OPT, long)

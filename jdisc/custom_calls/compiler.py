@@ -459,7 +459,7 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
     `so_path`, then move it into place and record its hash."""
     with open(c_path, encoding="utf-8") as f:
         units = split(f.read())
-    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length, -O)
+    held, jobs, small = [], [], {}  # small: flags -> short kernels' (key, text, body length)
     try:
         for name, opt, text in units:
             flags = _unit_flags(cflags, opt, sanitize)
@@ -468,13 +468,12 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
             if hit is not None:
                 held.append(hit)
             elif (body := units_c.body(text)) is not None and len(body) < BUNDLE_CHARS:
-                small.setdefault(tuple(flags), []).append((key, text, len(body), opt))
+                small.setdefault(tuple(flags), []).append((key, text, len(body)))
             else:
                 jobs.append((units_c.compile_cost(name, opt, text), flags, [(key, text)]))
         for flags, kernels in small.items():
             for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
-                cost = sum(units_c.compile_cost("", kernels[i][3], kernels[i][1])
-                           for i in members)
+                cost = units_c.bundle_cost([kernels[i][1] for i in members])
                 jobs.append((cost, list(flags), [kernels[i][:2] for i in members]))
         error = None
         if jobs:

@@ -58,11 +58,24 @@ LIBC = c_runtime.source("jd_libc.h")
 
 
 def compile_cost(name: str, opt: str, text: str) -> int:
-    """A unit's compile time, roughly, for ordering the compiles (the longest first): a kernel
-    takes several times -O1's time per character of C (W1's and W7's units, one by one: about
-    10 us per character for the largest kernels, 1-3 for the launcher and the runtime), and
-    the skinny unit is -O1 around -O3 loops (7.5 us)."""
-    return len(text) * (10 if opt in (KERNEL_OPT, STITCH_OPT) or name == "skinny" else 2)
+    """A unit's compile time, roughly (microseconds), for ordering the compiles (the longest
+    first). Each of W1's, W4's and W7's units compiled alone: a kernel's own code about 11 us
+    per character at -O3 or -O2v, the declarations and helpers before it (its head) under 1,
+    the launcher and the runtime 1-2.5, the skinny unit (-O1 around -O3 loops) 6; a kernel
+    with whole runtime headers in its head (FFTs, LAPACK) counts 10 for all of it."""
+    if name == "skinny":
+        return 6 * len(text)
+    if opt not in (KERNEL_OPT, STITCH_OPT):
+        return len(text)
+    own = body(text)
+    return 10 * len(text) if own is None else len(text) + 10 * len(own)
+
+
+def bundle_cost(units: list[str]) -> int:
+    """compile_cost of the bundle of kernel units `units` (each with a body): one head, the
+    longest of theirs, and every body."""
+    heads = [len(u) - len(body(u)) for u in units]
+    return max(heads) + sum(11 * len(body(u)) for u in units)
 
 
 def marker(name: str, opt: str) -> str:
