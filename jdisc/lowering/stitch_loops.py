@@ -280,8 +280,9 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
     blocks of LANES_SHORT columns, the last one ending at the row's end (over columns the
     block before it computed already: the same values again), and its reductions' last 1 to
     LANES_SHORT - 1 columns are one such block, the columns already reduced masked with the
-    reducer's identity (a sum's, a product's; a max's or min's need none). Along a row of 129-255 columns, those remainders were a third of a
-    softmax's time (an exp of one value costs about what a vector's does)."""
+    reducer's identity (a sum's, a product's; a max's or min's need none). A softmax over rows
+    of 150 columns took 14-16 % less time on one thread, rows of 339-766 columns 5-11 % (an
+    exp of one value costs about what a vector's does: benchmarks/row_reductions.py)."""
     w, r, dim = rows.w, rows.r, rows.dim
     at = f"c * {ROW_BLOCK} + l" if across else "c"     # where row buffers are read
     if cached and across:
