@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compile
 NEEDS = {"jd_pool.h": ["jd_shared.h", "jd_fp.h"],
          "jd_gemm.h": ["jd_shared.h", "jd_fp.h", "jd_pool.h"],
          "jd_skinny.h": ["jd_shared.h"],
+         "jd_lanes.h": ["jd_shared.h"],
          "jd_ffi.h": ["jd_shared.h"],
          "jd_half.h": ["jd_math.h"]}
 INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h", "stdarg.h", "stdio.h",
@@ -136,3 +137,72 @@ def test_jd_libc_gives_the_code_the_c_library_headers_give(tmp_path):
         assert asm[0] == asm[1], name
         compared += 1
     assert compared >= 3
+
+
+LANES_CHECK = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+%s
+int main(void) {
+  static const int64_t ns[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 100, 127};
+  for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    const int64_t n = ns[k];
+    for (int64_t nb = 1; nb <= 16; nb++) {
+      /* 16 rows of n values a row apart by n + 3 (no tile may read or write past a row) */
+      const int64_t ld = n + 3;
+      uint32_t *src = malloc(sizeof(uint32_t) * (16 * ld + 1));
+      uint32_t *lanes = malloc(sizeof(uint32_t) * (16 * n + 1));
+      uint32_t *dst = malloc(sizeof(uint32_t) * (16 * ld + 1));
+      for (int64_t i = 0; i < 16 * ld; i++) {
+        src[i] = 0x7f800001u + (uint32_t)i * 2654435761u;  /* NaN payloads, any bits */
+        dst[i] = 0xdeadbeefu;
+      }
+      const void *in[16];
+      void *out[16];
+      for (int l = 0; l < 16; l++) {
+        in[l] = src + (l < nb ? l : nb - 1) * ld;   /* a short block repeats its last row */
+        out[l] = dst + (l < nb ? l : nb - 1) * ld;
+      }
+      jd_to_lanes32(lanes, in, n);
+      for (int64_t c = 0; c < n; c++)
+        for (int l = 0; l < 16; l++)
+          if (lanes[c * 16 + l] != src[(l < nb ? l : nb - 1) * ld + c]) {
+            printf("to_lanes n=%%lld nb=%%lld c=%%lld l=%%d\n", (long long)n, (long long)nb,
+                   (long long)c, l);
+            return 1;
+          }
+      for (int64_t c = 0; c < n; c++)     /* lanes past the block's rows: not its output */
+        for (int64_t l = nb; l < 16; l++) lanes[c * 16 + l] = 0xbad0bad0u;
+      jd_from_lanes32(out, lanes, n, nb);
+      for (int64_t r = 0; r < 16; r++)
+        for (int64_t c = 0; c < ld; c++) {
+          const uint32_t want = r < nb && c < n ? src[r * ld + c] : 0xdeadbeefu;
+          if (dst[r * ld + c] != want) {
+            printf("from_lanes n=%%lld nb=%%lld r=%%lld c=%%lld\n", (long long)n, (long long)nb,
+                   (long long)r, (long long)c);
+            return 1;
+          }
+        }
+      free(src); free(lanes); free(dst);
+    }
+  }
+  puts("ok");
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O1", "-O3"])
+def test_lanes_move_every_bit_of_every_row_and_nothing_else(tmp_path, opt):
+    # jd_lanes.h: 16 rows to lanes and back by tiles (the last overlapping the one before),
+    # at lengths below, at and past a tile, for every block size; bits, not values (NaNs with
+    # payloads), and nothing written past a row's n values or into the rows past the block's
+    src = "\n".join(["#define JD_RT static", c_runtime.source("jd_lanes.h")])
+    path = tmp_path / "lanes.c"
+    path.write_text(LANES_CHECK % src)
+    exe = tmp_path / "lanes"
+    subprocess.run(["cc", "-std=c99", opt, "-march=native", "-Wall", "-Werror", str(path), "-o",
+                    str(exe)], check=True, capture_output=True, text=True)
+    assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == "ok"

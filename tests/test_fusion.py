@@ -155,6 +155,41 @@ def test_long_rows_last_columns_are_reduced_once_and_written(rng, dtype):
         assert jf.stats()["compiles"] == 1
 
 
+def _short_row_outputs(x, y):
+    """A softmax over rows plus an input that only the output reads, and one scaled and
+    truncated to int32: outputs of 4 bytes (and of 8 under x64) written from the lanes of a
+    block of rows."""
+    return (jax.nn.softmax(x, axis=-1) + y,
+            (jax.nn.softmax(x * 2, axis=-1) * 1000).astype(jnp.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_rows_move_between_rows_and_lanes_exactly(rng, dtype):
+    # rows under 128 columns run 16 at a time, one lane each: 4-byte inputs and outputs move
+    # between rows and lanes by 16 x 16 tiles (jd_lanes.h), the last tile of a row overlapping
+    # the one before it, a short block's lanes past its rows written nowhere; 8-byte ones
+    # value by value. Blocks of 1, 7 and 16 rows and a 16-row block then 7; rows shorter
+    # than a tile, one tile, a tile and one column, 100 and 127 columns
+    with jax.enable_x64(dtype == np.float64):
+        axes = ({0: "B", 1: "S"},) * 2
+        src = generate(to_ir(_short_row_outputs, axes, *(np.ones((2, 3), dtype),) * 2)).source
+        # x and y (read by the output alone) staged by tiles in f32, the int32 output in both
+        assert ("jd_to_lanes32(stage1" in src) == (dtype == np.float32)
+        assert "jd_from_lanes32(jd_rows" in src
+        jf = jdisc.jit(_short_row_outputs, dynamic_axes=axes, bridge=False)
+        want = jax.jit(_short_row_outputs)
+        for b, s in ((1, 3), (7, 16), (16, 17), (23, 1), (23, 15), (7, 33), (23, 100),
+                     (16, 127), (3, 128)):
+            x = (rng.standard_normal((b, s)) * 3).astype(dtype)
+            y = rng.standard_normal((b, s)).astype(dtype)
+            got, ref = jf(x, y), want(x, y)
+            # a softmax: a few ulps of the row's sum, which rounds in another order
+            assert_close(got[0], ref[0], 1e-6 if dtype == np.float32 else 1e-14, f"{b, s}")
+            # p * 1000 truncated: a last-ulp difference in p may truncate the other way
+            assert np.abs(np.asarray(got[1]) - np.asarray(ref[1])).max() <= 1, f"{b, s}"
+        assert jf.stats()["compiles"] == 1
+
+
 def _gather_concat(x, idx, keep):
     """A gathered, masked half beside the original: a concat kernel over [B, S, 8] halves."""
     g = jnp.take_along_axis(x, idx[..., None], axis=1)

@@ -50,7 +50,7 @@ from jdisc.lowering.loops import (KernelContext, Renderer, close_rows, open_piec
                                   tile_cols)
 from jdisc.lowering.row_values import row_values
 from jdisc.lowering.stitch_loops import (ACROSS, LANES, LANES_SHORT, ROW_BLOCK, StitchLoops,
-                                         column_index)
+                                         column_index, tiled)
 
 
 def emit_loop(ctx: KernelContext) -> None:
@@ -226,11 +226,18 @@ def emit_stitch(ctx: KernelContext) -> None:
     known = prod(cols_dims)
     const = isinstance(known, int)
     blocked = runs_rows_across(kernel)
-    staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, cached,
+    # across the rows, an output of 4-byte values is computed column by column, as row
+    # buffers are, and the inputs it reads are staged as theirs are (stitch_loops.py tiled)
+    out = kernel.outputs[0]
+    out_tiled = blocked and tiled(out) and kernel.root.name != "reduce" and \
+        out.id not in r.row_values
+    staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims,
+                            cached + ([out] if out_tiled else []),
                             r.row_values | reduced) if blocked else []
     loops = StitchLoops(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
                         1 if integral else LANES if not const or known >= LANES else
-                        LANES_SHORT if known >= LANES_SHORT else 1, staged)
+                        LANES_SHORT if known >= LANES_SHORT else 1, staged, inputs,
+                        out_tiled)
     # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
     # the block's rows: the inputs that row buffers' loops read are first copied column by
     # column into scratch (`stage`), row buffers are kept column by column (zeroed first: a
@@ -250,7 +257,9 @@ def emit_stitch(ctx: KernelContext) -> None:
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
     scratch = [(v, loops.buffers[v.id], f"(size_t)n_cols{rows_of}") for v in cached] + \
         [(v, loops.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")
-         for v in staged]
+         for v in staged] + \
+        ([(out, loops.out_lanes, f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")]
+         if out_tiled else [])
     for v, name, n in scratch:
         t = ctype(v.dtype)
         w(f"{t} *{name} = ({t} *)calloc({n} + 1, sizeof({t}));")

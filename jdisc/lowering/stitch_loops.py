@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from jdisc.dynamic_passes.ir.dtypes import is_float
+from jdisc.dynamic_passes.ir.dtypes import is_float, numpy_dtype
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.lowering.cdtype import ctype
@@ -28,6 +28,12 @@ SPLIT = 4
 
 # reducers for which combining a value a second time changes nothing
 _IDEMPOTENT = ("max", "min", "and", "or")
+
+
+def tiled(v: Value) -> bool:
+    """Whether a value of the full shape moves between rows and lanes by whole tiles
+    (jd_lanes.h: 4-byte values)."""
+    return numpy_dtype(v.dtype).itemsize == 4
 
 
 def _chained(op: Op) -> bool:
@@ -57,13 +63,17 @@ class StitchLoops:
 
     def __init__(self, w: CWriter, r: Renderer, kernel: Kernel, level: dict[int, int],
                  rows_dims, cols_dims, dim, reduces: list[Op], cached: list[Value], lanes: int,
-                 staged: list[Value]):
+                 staged: list[Value], inputs: dict[int, str], out_tiled: bool):
         self.w, self.r, self.kernel, self.level = w, r, kernel, level
         self.rows_dims, self.cols_dims, self.dim = rows_dims, cols_dims, dim
         self.reduces, self.cached, self.lanes = reduces, cached, lanes
         self.buffers = {v.id: f"rowbuf{i}" for i, v in enumerate(cached)}
         self.staged = staged        # inputs copied column by column (across only)
         self.stage = {v.id: f"stage{i}" for i, v in enumerate(staged)}
+        self.inputs = inputs        # the kernel's inputs' C names
+        # across the rows, an output of 4-byte values is computed column by column into this
+        # scratch, then moved into its rows by whole tiles (jd_lanes.h)
+        self.out_lanes = "outlanes" if out_tiled else None
 
     def emit_rows(self, output: str, across: bool, wide: bool = False) -> None:
         """The loops over a piece's rows: across the rows of blocks, or one row at a time;
@@ -113,7 +123,7 @@ class StitchLoops:
             if phase_reduces or phase_cached or writes_out:
                 _emit_phase(rows, phase_reduces, acc_names, phase_cached, self.buffers,
                             (out, output) if writes_out else None, self.cols_dims,
-                            self.lanes, across, wide)
+                            self.lanes, across, wide, self.out_lanes if across else None)
         if out_is_row:
             rows.open(real=True)
             w(f"{output}[row] = {r.load(out, ())};")
@@ -123,18 +133,30 @@ class StitchLoops:
         close_rows(w)
 
     def _stage(self, rows: "_Rows") -> None:
-        """The block's staged inputs, copied row by row (contiguous reads) into scratch laid
-        out column by column (`stage<k>[c * ROW_BLOCK + l]`)."""
+        """The block's staged inputs, copied into scratch laid out column by column
+        (`stage<k>[c * ROW_BLOCK + l]`): 4-byte values by whole 16 x 16 tiles
+        (jd_to_lanes32: a staged input has the kernel's full shape, so row `row` is
+        `n_cols` values from `row * n_cols`), others row by row (contiguous reads)."""
         w, r = self.w, self.r
-        rows.open(hoist=False)
-        w.open("for (int64_t c = 0; c < n_cols; c++)")
-        r.push()
-        idx = r.row_idx + column_index(w, r, "c", self.cols_dims, self.dim)
-        for v in self.staged:
-            w(f"{self.stage[v.id]}[c * {ROW_BLOCK} + l] = {r.load(v, idx)};")
-        r.pop()
-        w.close()
-        rows.close()
+        whole = [v for v in self.staged if tiled(v)]
+        for v in whole:
+            w.open()
+            w(f"const void *jd_rows[{ROW_BLOCK}];")
+            w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = "
+              f"{self.inputs[v.id]} + (rb + (l < nb ? l : nb - 1)) * n_cols;")
+            w(f"jd_to_lanes32({self.stage[v.id]}, jd_rows, n_cols);")
+            w.close()
+        rest = [v for v in self.staged if not tiled(v)]
+        if rest:
+            rows.open(hoist=False)
+            w.open("for (int64_t c = 0; c < n_cols; c++)")
+            r.push()
+            idx = r.row_idx + column_index(w, r, "c", self.cols_dims, self.dim)
+            for v in rest:
+                w(f"{self.stage[v.id]}[c * {ROW_BLOCK} + l] = {r.load(v, idx)};")
+            r.pop()
+            w.close()
+            rows.close()
         r.staged = dict(self.stage)
 
 
@@ -268,7 +290,7 @@ def _hoist_reciprocals(rows: _Rows) -> None:
 def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
                 cached: list[Value], buffers: dict[int, str],
                 output: tuple[Value, str] | None, cols_dims, lanes: int, across: bool,
-                wide: bool) -> None:
+                wide: bool, out_lanes: str | None = None) -> None:
     """One phase over the block's columns: the row-buffer values, the output, then the
     reductions (reading row buffers where kept). One row at a time: a plain loop along the
     row for the first two, and the reductions in `lanes` lanes. Across the rows (`across`):
@@ -296,6 +318,26 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
         rows.close()
         r.pop()
         w.close()
+    if output is not None and out_lanes is not None:
+        # across the rows: the output column by column, as the row buffers, into scratch,
+        # then into its rows by whole tiles
+        v, name = output
+        w.open("for (int64_t c = 0; c < n_cols; c++)")
+        r.push()
+        cidx = column_index(w, r, "c", cols_dims, dim)
+        rows.open(hoist=False, auto=True)
+        r.col, r.canon = at, r.row_idx + cidx
+        w(f"{out_lanes}[{at}] = {r.load(v, r.canon)};")
+        rows.close()
+        r.pop()
+        w.close()
+        w.open()
+        w(f"void *jd_rows[{ROW_BLOCK}];")
+        w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = "
+          f"{name} + (rb + (l < nb ? l : nb - 1)) * n_cols;")
+        w(f"jd_from_lanes32(jd_rows, {out_lanes}, n_cols, nb);")
+        w.close()
+        output = None
     if (cached and not across) or output is not None:
         rows.open(hoist=not across, real=True)
         if wide:

@@ -4,8 +4,8 @@ A program's C file is a sequence of units, each starting at a marker line
 `//@jdisc unit <name> <-O level>`: the launcher (with the file's header comment before it), one
 unit per distinct kernel, in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
-few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h, jd_ffi.h).
-Each unit is C that compiles on its own; custom_calls/compiler.py compiles them in parallel,
+few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
+jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py compiles them in parallel,
 caches each object by its text, and links them into the program's library. A kernel unit's text depends only
 on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
 its own (`jd_dim0`, ...), so the same LayerNorm or GEMM epilogue in another program, or twice in
@@ -128,10 +128,10 @@ def kernel_unit(text: str, *, lapack: bool = False, extra: str = "",
 
 @functools.cache
 def runtime_unit() -> str:
-    """The pool, the GEMMs on it and the body of the XLA FFI handler: the same text in every
-    program."""
+    """The pool, the GEMMs on it, the tiles of a stitch kernel's short rows and the body of
+    the XLA FFI handler: the same text in every program."""
     body = "\n".join(c_runtime.source(h) for h in ("jd_fp.h", "jd_pool.h", "jd_gemm.h",
-                                                     "jd_ffi.h"))
+                                                     "jd_lanes.h", "jd_ffi.h"))
     return marker("runtime", RUNTIME_OPT) + head(body, blas=True) + body
 
 

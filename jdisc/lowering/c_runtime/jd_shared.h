@@ -29,6 +29,12 @@ static inline void jd_region_fail(jd_region *r) {
    enough to share), else as one piece on the calling thread (jd_pool.h). */
 JD_RT void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go);
 
+/* A block of 16 rows of 4-byte values (n of each) laid out column by column
+   (`lanes[c * 16 + l]`) and back, the latter into the block's first nb rows (jd_lanes.h) */
+JD_RT void jd_to_lanes32(void *restrict lanes, const void *const rows[16], int64_t n);
+JD_RT void jd_from_lanes32(void *const rows[16], const void *restrict lanes, int64_t n,
+                           int64_t nb);
+
 /* the threads a parallel loop would run on now (a kernel that sizes its pieces itself) */
 JD_RT int jd_parallel_threads(void);
 
