@@ -190,6 +190,34 @@ def test_short_rows_move_between_rows_and_lanes_exactly(rng, dtype):
         assert jf.stats()["compiles"] == 1
 
 
+def _masked_attention_softmax(s, m, bias):
+    """BERT's scores: scaled, plus an additive mask per batch and key ([B, S] broadcast over
+    heads and queries) and a bias per key shared by every batch ([1, S])."""
+    return jax.nn.softmax(s / 8.0 + m[:, None, None, :] + bias[:, None, None, :], axis=-1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_masked_softmax_stages_its_broadcast_mask_by_rows(rng, dtype):
+    # the mask and the bias are runs of their inputs along each row: short rows stage them
+    # by tiles (stitch.py row_broadcast), the lanes of a block reading different batches'
+    # masks where the block straddles two batches (3 x 12 x 5 rows: blocks of 16 cross them)
+    with jax.enable_x64(dtype == np.float64):
+        axes = ({0: "B", 2: "S", 3: "S"}, {0: "B", 1: "S"}, {1: "S"})
+        src = generate(to_ir(_masked_attention_softmax, axes, np.ones((2, 12, 3, 3), dtype),
+                             np.ones((2, 3), dtype), np.ones((1, 3), dtype))).source
+        assert ("jd_to_lanes32(stage2" in src) == (dtype == np.float32)
+        jf = jdisc.jit(_masked_attention_softmax, dynamic_axes=axes, bridge=False)
+        for b, s in ((1, 1), (3, 5), (2, 16), (3, 17), (2, 33), (1, 100), (2, 127), (1, 128)):
+            x = (rng.standard_normal((b, 12, s, s)) * 4).astype(dtype)
+            m = np.where(rng.random((b, s)) < 0.3, -1e4, 0.0).astype(dtype)
+            bias = rng.standard_normal((1, s)).astype(dtype)
+            ref = jax.jit(_masked_attention_softmax)(x, m, bias)
+            # a softmax: a few ulps of the row's sum, which rounds in another order
+            assert_close(jf(x, m, bias), ref, 1e-6 if dtype == np.float32 else 1e-14,
+                         f"{b, s}")
+        assert jf.stats()["compiles"] == 1
+
+
 def _gather_concat(x, idx, keep):
     """A gathered, masked half beside the original: a concat kernel over [B, S, 8] halves."""
     g = jnp.take_along_axis(x, idx[..., None], axis=1)

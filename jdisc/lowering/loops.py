@@ -191,6 +191,10 @@ class Renderer:
         return f"((const {ctype(v.dtype)}[]){{{', '.join(vals)}}})[{self.linear(idx, v.shape)}]"
 
     def at_broadcast_in_dim(self, op: Op, v: Value, idx: Index) -> str:
+        return self.load(op.operands[0], self.broadcast_operand_index(op, v, idx))
+
+    def broadcast_operand_index(self, op: Op, v: Value, idx: Index) -> Index:
+        """The index of a broadcast_in_dim's operand that its result's `idx` reads."""
         x = op.operands[0]
         sub = []
         for j, d in enumerate(op.attrs["broadcast_dimensions"]):
@@ -201,7 +205,7 @@ class Renderer:
                 sub.append(idx[d])
             else:   # decided at run time: a size-1 operand dim is broadcast
                 sub.append(f"({self.dim(xd)} == 1 ? 0 : {idx[d]})")
-        return self.load(x, tuple(sub))
+        return tuple(sub)
 
     def at_transpose(self, op: Op, v: Value, idx: Index) -> str:
         perm = op.attrs["permutation"]

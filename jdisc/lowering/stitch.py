@@ -231,7 +231,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     out = kernel.outputs[0]
     out_tiled = blocked and tiled(out) and kernel.root.name != "reduce" and \
         out.id not in r.row_values
-    staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims,
+    staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, len(cols_dims),
                             cached + ([out] if out_tiled else []),
                             r.row_values | reduced) if blocked else []
     loops = StitchLoops(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
@@ -283,15 +283,18 @@ def emit_stitch(ctx: KernelContext) -> None:
     w("return jd_failed;")
 
 
-def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, cached: list[Value],
-                   stop: set[int]) -> list[Value]:
+def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_dims: int,
+                   cached: list[Value], stop: set[int]) -> list[Value]:
     """The kernel inputs of the full [rows, columns] shape that the row buffers' loops read,
     across the rows, at the element's own index (through elementwise ops, which read their
     operands where they are read). Those loops compute what is costly (an exp); read across
     the rows, each vector of an input is a gather, and copying the block's part of the input
     column by column first (a contiguous read per row) is cheaper. Other loops read these
     copies too; inputs read only by reductions of cheap values are read in place (one pass:
-    copying first costs more than the gathers it saves)."""
+    copying first costs more than the gathers it saves). Also staged, where the row has one
+    column dim: a broadcast of a kernel input of 4-byte values whose last dim is the row's (an
+    attention's additive mask [B, S] over [B, heads, S, S]): each lane's row of it is a run
+    of the input, copied by tiles (stitch_loops.py `_stage`)."""
     buffered = {v.id for v in cached}
     stack = [(v, True) for v in cached]
     seen: set[int] = set()
@@ -305,6 +308,26 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, cached: 
             if len(v.shape) == len(full) and all(
                     symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
                 found.append(v)
+        elif n_col_dims == 1 and row_broadcast(v, inputs, full):
+            found.append(v)
         elif v.producer is not None and v.producer.name in SAME_INDEX:
             stack.extend((x, False) for x in v.producer.operands if x.rank)
     return sorted(found, key=lambda v: v.id)
+
+
+def row_broadcast(v: Value, inputs: dict[int, str], full: tuple) -> bool:
+    """Whether `v`, of the kernel's full shape, broadcasts a kernel input of 4-byte values
+    along its rows only (through one broadcast_in_dim or a chain of them): the input's last
+    dim is the last of `full` at every step, so that each row of `v` is a contiguous run of
+    the input."""
+    if not tiled(v) or len(v.shape) != len(full) or not all(
+            symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
+        return False
+    x = v
+    while x.producer is not None and x.producer.name == "broadcast_in_dim":
+        op = x.producer
+        x = op.operands[0]
+        if x.rank < 1 or op.attrs["broadcast_dimensions"][-1] != op.results[0].rank - 1 or \
+                symbolic.prove_eq(x.shape[-1], full[-1]) is not True:
+            return False
+    return x is not v and x.id in inputs

@@ -136,14 +136,23 @@ class StitchLoops:
         """The block's staged inputs, copied into scratch laid out column by column
         (`stage<k>[c * ROW_BLOCK + l]`): 4-byte values by whole 16 x 16 tiles
         (jd_to_lanes32: a staged input has the kernel's full shape, so row `row` is
-        `n_cols` values from `row * n_cols`), others row by row (contiguous reads)."""
+        `n_cols` values from `row * n_cols`; a staged broadcast's row is the run of its
+        input at the row's indices), others row by row (contiguous reads)."""
         w, r = self.w, self.r
-        whole = [v for v in self.staged if tiled(v)]
-        for v in whole:
+        for v in [v for v in self.staged if tiled(v)]:
             w.open()
             w(f"const void *jd_rows[{ROW_BLOCK}];")
-            w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = "
-              f"{self.inputs[v.id]} + (rb + (l < nb ? l : nb - 1)) * n_cols;")
+            if v.id in self.inputs:
+                w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = "
+                  f"{self.inputs[v.id]} + (rb + (l < nb ? l : nb - 1)) * n_cols;")
+            else:       # a broadcast of an input along the rows (stitch.py row_broadcast)
+                rows.open(hoist=False)
+                x, sub = v, r.row_idx + ("0",)
+                while x.id not in self.inputs:
+                    sub = r.broadcast_operand_index(x.producer, x, sub)
+                    x = x.producer.operands[0]
+                w(f"jd_rows[l] = {self.inputs[x.id]} + {r.linear(sub, x.shape)};")
+                rows.close()
             w(f"jd_to_lanes32({self.stage[v.id]}, jd_rows, n_cols);")
             w.close()
         rest = [v for v in self.staged if not tiled(v)]
