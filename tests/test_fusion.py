@@ -134,16 +134,17 @@ def _long_row_oracle(x, y):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_long_rows_last_columns_are_reduced_once_and_written(rng, dtype):
-    # a row of 128 columns or more ends in one block of 16 that overlaps the block before it
-    # (stitch_loops.py `wide`): the columns in both are written twice and must be reduced
-    # once. Rows of 3 x S columns: 129 (1 past a block), 135, 144 (none), 159, 255, 771
+    # a row that runs alone (128 columns or more; a softmax's, 256 or more) ends in one block
+    # of 16 that overlaps the block before it (stitch_loops.py `wide`): the columns in both
+    # are written twice and must be reduced once. Rows of 3 x S columns: 129 (1 past a block:
+    # the product alone, the softmax across), 159, 258, 261, 288 (none), 513, 771
     with jax.enable_x64(dtype == np.float64):
         jf = jdisc.jit(_long_row_reductions, dynamic_axes=({0: "B", 1: "S"},) * 2,
                        bridge=False)
         src = generate(to_ir(_long_row_reductions, ({0: "B", 1: "S"},) * 2,
                              *(np.ones((2, 50, 3), dtype),) * 2)).source
         assert "for (int64_t cs = 0; cs < n_cols; cs += 16)" in src
-        for b, s in ((3, 43), (2, 45), (4, 48), (1, 53), (3, 85), (2, 257)):
+        for b, s in ((3, 43), (1, 53), (2, 86), (3, 87), (4, 96), (2, 171), (2, 257)):
             x = (rng.standard_normal((b, s, 3)) * 2).astype(dtype)
             y = rng.standard_normal((b, s, 3)).astype(dtype)
             # a product of up to 771 factors rounds 771 times (half an ulp each: at most 4.6e-5
@@ -169,7 +170,8 @@ def test_short_rows_move_between_rows_and_lanes_exactly(rng, dtype):
     # between rows and lanes by 16 x 16 tiles (jd_lanes.h), the last tile of a row overlapping
     # the one before it, a short block's lanes past its rows written nowhere; 8-byte ones
     # value by value. Blocks of 1, 7 and 16 rows and a 16-row block then 7; rows shorter
-    # than a tile, one tile, a tile and one column, 100 and 127 columns
+    # than a tile, one tile, a tile and one column, 100 to 255 columns (a softmax's rows run
+    # across up to 255: stitch_loops.py ACROSS_BUFFERED)
     with jax.enable_x64(dtype == np.float64):
         axes = ({0: "B", 1: "S"},) * 2
         src = generate(to_ir(_short_row_outputs, axes, *(np.ones((2, 3), dtype),) * 2)).source
@@ -179,7 +181,7 @@ def test_short_rows_move_between_rows_and_lanes_exactly(rng, dtype):
         jf = jdisc.jit(_short_row_outputs, dynamic_axes=axes, bridge=False)
         want = jax.jit(_short_row_outputs)
         for b, s in ((1, 3), (7, 16), (16, 17), (23, 1), (23, 15), (7, 33), (23, 100),
-                     (16, 127), (3, 128)):
+                     (16, 127), (3, 128), (5, 200), (2, 255)):
             x = (rng.standard_normal((b, s)) * 3).astype(dtype)
             y = rng.standard_normal((b, s)).astype(dtype)
             got, ref = jf(x, y), want(x, y)

@@ -49,8 +49,8 @@ from jdisc.lowering.loops import (KernelContext, Renderer, close_rows, open_piec
                                   open_row_loop, open_row_tiles, parallel_min_work,
                                   tile_cols)
 from jdisc.lowering.row_values import row_values
-from jdisc.lowering.stitch_loops import (ACROSS, LANES, LANES_SHORT, ROW_BLOCK, StitchLoops,
-                                         column_index, tiled)
+from jdisc.lowering.stitch_loops import (ACROSS, ACROSS_BUFFERED, LANES, LANES_SHORT, ROW_BLOCK,
+                                         StitchLoops, column_index, tiled)
 
 
 def emit_loop(ctx: KernelContext) -> None:
@@ -238,7 +238,8 @@ def emit_stitch(ctx: KernelContext) -> None:
                         1 if integral else LANES if not const or known >= LANES else
                         LANES_SHORT if known >= LANES_SHORT else 1, staged, inputs,
                         out_tiled)
-    # Short rows (fewer than ACROSS columns) run ROW_BLOCK at a time with every loop across
+    # Short rows (fewer than ACROSS columns; ACROSS_BUFFERED in a kernel with row buffers and an
+    # output of 4-byte values per element, a softmax) run ROW_BLOCK at a time with every loop across
     # the block's rows: the inputs that row buffers' loops read are first copied column by
     # column into scratch (`stage`), row buffers are kept column by column (zeroed first: a
     # loop over a short block's rows leaves the lanes past them unwritten, and a loop over
@@ -251,7 +252,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     # across-rows loop compiled in 4 times the time (W6's log density: 215 against 53 ms for
     # each of two such kernels).
     if blocked:
-        w(f"const int across = n_cols < {ACROSS};")
+        w(f"const int across = n_cols < {ACROSS_BUFFERED if cached and out_tiled else ACROSS};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
       " one row otherwise) and the block's inputs, column by column (across only) */")
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""

@@ -17,9 +17,14 @@ from jdisc.lowering.loops import COMBINE, Renderer, close_rows, reducer_identity
 
 # accumulators per reduction in a long row's loop, and the vector that they fold into; rows
 # shorter than ACROSS run ROW_BLOCK at a time, across the rows (from 128 columns, a row alone
-# was faster at 128, 150, 180 and 255 columns; below it, slower at 64, 100 and 127)
+# was faster at 128, 150, 180 and 255 columns; below it, slower at 64, 100 and 127). Since
+# blocks move between rows and lanes by tiles (jd_lanes.h), a kernel with row buffers (a costly
+# value per element: a softmax's exp) and an output of 4-byte values per element runs rows
+# across up to ACROSS_BUFFERED columns: a softmax at 128-255 columns took 25-45 % less time
+# so on one thread; a logsumexp (one value per row) 5-14 % more, so it keeps ACROSS
+# (benchmarks/row_reductions.py, CHANGELOG.md 2026-12-07)
 LANES, LANES_SHORT, ROW_BLOCK = 64, 16, 16
-ACROSS = 2 * LANES
+ACROSS, ACROSS_BUFFERED = 2 * LANES, 4 * LANES
 # accumulators a row for a float max or min across the rows: a softmax's max over 16 to 127
 # columns took 12-20 % less time with 4 than with 1 (a standalone C harness, one thread),
 # rows of 3 columns 5 % more (CHANGELOG.md, 2026-12-06)

@@ -5,11 +5,12 @@ A program's C file is a sequence of units, each starting at a marker line
 unit per distinct kernel, in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
 few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
-jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py compiles them in parallel,
-caches each object by its text, and links them into the program's library. A kernel unit's text depends only
-on the kernel's code: its function is named after its content (`jd_u<hash>`) and its dims are
-its own (`jd_dim0`, ...), so the same LayerNorm or GEMM epilogue in another program, or twice in
-one, is the same unit and compiles once. The runtime unit is the same for every program.
+jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py
+compiles them in parallel, caches each object by its text, and links them into the program's
+library. A kernel unit's text depends only on the kernel's code: its function is named after
+its content (`jd_u<hash>`) and its dims are its own (`jd_dim0`, ...), so the same LayerNorm or
+GEMM epilogue in another program, or twice in one, is the same unit and compiles once. The
+runtime unit is the same for every program.
 
 A kernel unit whose head is only what its body needs marks where its body starts (BODY): the
 compiler may then compile several such kernels as one bundle, `bundle(bodies)`, and pay a C
