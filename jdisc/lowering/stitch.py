@@ -7,15 +7,15 @@ per-piece row buffer, and so on; values with one entry per row (a mean, a max, 1
 are computed once per row between phases. The row's length, known at run time, picks one of
 two ways.
 
-Rows of 128 columns or more (64 or more, for a length known when compiling) run one at a
-time. Reductions split their column loop into lanes, independent accumulators, so that the
-loop vectorises and no lane waits on the one before (a max with NaN and signed-zero rules is
-a chain of several instructions per step): 64 lanes, then runs of 16 into the first 16 of
-them, then the last few columns, one per lane (a row whose short rows run across: as one run of
-16 that ends at the row's end, the columns reduced already masked); the lanes fold into 16 by
-whole vectors and are combined one by one, in a fixed order. Such a row's plain loops run
-blocks of 16 columns, the last ending at the row's end too, so that no loop has a scalar
-remainder.
+Rows of 128 columns or more (256 in a kernel with row buffers and an output per element, a
+softmax; 64 or more, for a length known when compiling) run one at a time. Reductions split
+their column loop into lanes, independent accumulators, so that the loop vectorises and no lane
+waits on the one before (a max with NaN and signed-zero rules is a chain of several
+instructions per step): 64 lanes, then runs of 16 into the first 16 of them, then the last few
+columns, one per lane (a row whose short rows run across: as one run of 16 that ends at the
+row's end, the columns reduced already masked); the lanes fold into 16 by whole vectors and are
+combined one by one, in a fixed order. Such a row's plain loops run blocks of 16 columns, the
+last ending at the row's end too, so that no loop has a scalar remainder.
 
 Shorter rows (a softmax over a few dozen keys, a norm over xyz) are too short to split: along
 one row, vector instructions run a few whole vectors and then the rest one column at a time

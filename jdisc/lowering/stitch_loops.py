@@ -20,7 +20,7 @@ from jdisc.lowering.loops import COMBINE, Renderer, close_rows, reducer_identity
 # was faster at 128, 150, 180 and 255 columns; below it, slower at 64, 100 and 127). Since
 # blocks move between rows and lanes by tiles (jd_lanes.h), a kernel with row buffers (a costly
 # value per element: a softmax's exp) and an output of 4-byte values per element runs rows
-# across up to ACROSS_BUFFERED columns: a softmax at 128-255 columns took 25-45 % less time
+# across up to ACROSS_BUFFERED columns: a softmax at 128-255 columns took 23-44 % less time
 # so on one thread; a logsumexp (one value per row) 5-14 % more, so it keeps ACROSS
 # (benchmarks/row_reductions.py, CHANGELOG.md 2026-12-07)
 LANES, LANES_SHORT, ROW_BLOCK = 64, 16, 16
