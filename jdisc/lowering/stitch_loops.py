@@ -310,7 +310,8 @@ def _emit_phase(rows: _Rows, reduces: list[Op], acc_names: dict[int, str],
     row for the first two, and the reductions in `lanes` lanes. Across the rows (`across`):
     column by column with a vector across the block's rows for the row buffers (laid out
     column by column) and the reductions (one accumulator per row), and the output row by
-    row, so that it is written along the rows.
+    row, so that it is written along the rows (one of 4-byte values, `out_lanes`: column by
+    column into scratch, as the row buffers, then into its rows by 16 x 16 tiles).
 
     A row of ACROSS columns or more (`wide`) has no scalar remainder: its plain loop runs
     blocks of LANES_SHORT columns, the last one ending at the row's end (over columns the
