@@ -79,7 +79,8 @@ def test_gemm_transposes_fold_into_blas_flags():
     prog = to_ir(f, ({0: "B", 2: "S"}, {0: "B", 2: "S"}),
                  np.ones((2, 4, 3, 8), np.float32), np.ones((2, 4, 3, 8), np.float32))
     src = generate(prog).source
-    assert "jd_gemm(JD_GEMM_F32, 0, 1, gemm_nb, gemm_m, gemm_n, gemm_k," in src   # b transposed
+    # b transposed; the launcher calls the runtime's GEMM itself (no unit for the kernel)
+    assert "jd_dot(JD_GEMM_F32, 0, 1, (4 * d_B), d_S, d_S, ((int64_t)8), " in src
     assert not any(k.root.name == "transpose" for k in prog.kernels)
 
 
@@ -146,3 +147,43 @@ def test_loop_invariant_carried_values_are_forwarded():
     (op,) = [o for o in prog.body.ops if o.name == "while"]
     # x and the upper bound were carried unchanged by jax; now only (i, c) are
     assert [v.dtype for v in op.results[:-1]] == ["i32", "f32"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("spec", ["ik,kj->ij", "ki,kj->ij", "ik,jk->ij", "bki,bjk->bij"])
+def test_gemms_run_in_the_runtime_for_every_contraction_size(dtype, spec):
+    """A dot of a BLAS element type is a call of the runtime's jd_dot from the launcher, with no
+    unit of its own: empty results, a contraction of size 0 (zeros), of size 1 (a product per
+    element, XLA's sign of zero: 0 * -1 is -0) and GEMMs, each layout's flags, complex values
+    by XLA's four-product formula. Small integers, so that every product and sum is exact
+    whatever the order or the fused multiply-adds."""
+    import jax
+    from jdisc.lowering import units
+    from conftest import check_against_jax
+
+    def f(a, b):
+        return jnp.einsum(spec, a, b)
+    lhs, rhs = spec.split("->")[0].split(",")
+
+    def make(n):
+        sizes = {"i": 3, "j": 4, "b": 2, "k": n}
+        rng = np.random.default_rng(n)
+
+        def arr(sub):
+            shape = tuple(sizes[c] for c in sub)
+            x = rng.integers(-3, 4, shape).astype(dtype)
+            if np.iscomplexobj(x):
+                x = x + 1j * rng.integers(-3, 4, shape)
+            return x.astype(dtype)
+        a, b = arr(lhs), arr(rhs)
+        a.reshape(-1)[::2] = 0                       # zeros times negatives
+        return a, -np.abs(b) if not np.iscomplexobj(b) else b
+    axes = ({lhs.index("k"): "k"}, {rhs.index("k"): "k"})
+    with jax.enable_x64(dtype in (np.float64, np.complex128)):
+        jf, args = check_against_jax(f, axes, make, (0, 1, 2, 5, 67), tol=0)
+        got, want = jf(*make(1)), jax.jit(f)(*make(1))
+        np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)))
+        source = jf.compiled_for(*args).c_source
+    assert "jd_dot(" in source and "dot kernel, a call of the runtime's jd_dot" in source
+    assert not any("gemm" in text for name, _, text in units.split(source)
+                   if name.startswith("jd_u"))

@@ -1,4 +1,5 @@
-"""dot_general as BLAS calls (f32, f64, c64, c128: ?gemm); a plain loop nest for other dtypes.
+"""dot_general as BLAS calls (f32, f64, c64, c128: ?gemm, through the runtime's jd_dot, which
+the launcher calls itself); a plain loop nest for other dtypes.
 
 The operand layouts were made GEMM-shaped by `canonicalize_dot_layouts`; transposes are the
 GEMM's layout flags. Sizes are int64 in the launcher and checked to fit BLAS's 32-bit `blasint`
@@ -49,7 +50,29 @@ def size_limits(kernel: Kernel) -> list[Dim]:
     return limits
 
 
+def runs_in_runtime(kernel: Kernel) -> bool:
+    """Whether the dot kernel is one GEMM of a BLAS element type (every operand of the
+    result's): the launcher then calls the runtime's `jd_dot` (c_runtime/jd_gemm.h) and no
+    unit is compiled for it. Such units were a C compiler's start and jdisc's headers for one
+    call, 15-25 ms of compile each (W1 has five, W7 five)."""
+    op = kernel.root
+    out = op.results[0]
+    return out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands)
+
+
+def runtime_call(kernel: Kernel, dim, a: str, b: str, c: str) -> str:
+    """The launcher's call of `jd_dot` for a kernel that runs_in_runtime, `dim` rendering the
+    launcher's dims, `a`, `b`, `c` its buffers."""
+    lay = layout(kernel.root)
+    sizes = ", ".join(dim(prod(d)) for d in (lay.batch, lay.m, lay.n, lay.k))
+    return (f"jd_dot({GEMM_KIND[kernel.root.results[0].dtype]}, {int(bool(lay.trans_a))}, "
+            f"{int(bool(lay.trans_b))}, {sizes}, {a}, {b}, {c})")
+
+
 def emit_dot(ctx: KernelContext) -> None:
+    """A dot kernel of other dtypes (integer, f16/bf16, or mixed): a straightforward loop
+    nest, accumulating in the result's compute type (f32 for f16/bf16, rounded once at the end,
+    as XLA:CPU does)."""
     w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
     op = kernel.root
     lay = layout(op)
@@ -60,15 +83,6 @@ def emit_dot(ctx: KernelContext) -> None:
       f"gemm_k = {dim(prod(lay.k))};")
     w("if (gemm_nb == 0 || gemm_m == 0 || gemm_n == 0) return 0;")
     _emit_outer_product(w, op, a, b, output)
-    if out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands):
-        with w.block("if (gemm_k == 0)"):
-            w(f"for (int64_t i = 0; i < gemm_nb * gemm_m * gemm_n; i++) {output}[i] = 0;")
-            w("return 0;")
-        w(f"jd_gemm({GEMM_KIND[out.dtype]}, {int(bool(lay.trans_a))}, "
-          f"{int(bool(lay.trans_b))}, gemm_nb, gemm_m, gemm_n, gemm_k, {a}, {b}, {output});")
-        return
-    # integer, f16/bf16 (or mixed) dtypes: a straightforward loop nest, accumulating in the
-    # result's compute type (f32 for f16/bf16, rounded once at the end, as XLA:CPU does)
     acc_dt = compute_dtype(out.dtype)
     a_dt, b_dt = op.operands[0].dtype, op.operands[1].dtype
     ia = "(k * gemm_m + i)" if lay.trans_a else "(i * gemm_k + k)"

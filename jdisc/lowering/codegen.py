@@ -298,12 +298,17 @@ class _KernelUnits:
     C share one unit."""
 
     def __init__(self):
-        self.symbols: dict[str, str] = {}     # kernel name -> its unit's function name
+        self.symbols: dict[str, str | None] = {}   # kernel name -> its unit's function name
+        #                                           (None: a call of the runtime's jd_dot)
         self.texts: list[str] = []            # the units, in order of first use
         self._seen: set[str] = set()
         self._declared: list[tuple[Kernel, str, list[str], list[str]]] = []
 
     def add(self, k: Kernel) -> None:
+        if k.kind == "dot" and blas.runs_in_runtime(k):     # the launcher calls jd_dot
+            self.symbols[k.name] = None
+            self._declared.append((k, None, [], []))
+            return
         dims = kernel_dim_vars(k)
         local = {v: f"jd_dim{i}" for i, v in enumerate(dims)}
 
@@ -331,7 +336,8 @@ class _KernelUnits:
         from."""
         declared: set[str] = set()
         for k, symbol, names, params in self._declared:
-            w(f"/* {k.name}: {k.kind} kernel, unit {symbol}")
+            w(f"/* {k.name}: {k.kind} kernel, " +
+              (f"unit {symbol}" if symbol else "a call of the runtime's jd_dot"))
             for op in k.ops:
                 if op.name != "constant":
                     w(f" *   stablehlo.{op.name} at {c_comment(op.loc)}")
@@ -451,7 +457,10 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
             fn = symbols[k.name]
             call = f"{fn}({', '.join(args)})"
-            if getattr(k, "versions", None):
+            if fn is None:
+                call = blas.runtime_call(k, dim_c, *(buffers[v.id] for v in k.root.operands),
+                                         buffers[k.outputs[0].id])
+            elif getattr(k, "versions", None):
                 guard = " && ".join(f"({dim_c(a)} == {dim_c(b)})" for a, b in speculation_guards(k))
                 call = (f"(({guard}) ? {fn}_v0({', '.join(args)}) "
                         f": {fn}_v1({', '.join(args)}))")

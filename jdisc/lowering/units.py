@@ -2,7 +2,8 @@
 
 A program's C file is a sequence of units, each starting at a marker line
 `//@jdisc unit <name> <-O level>`: the launcher (with the file's header comment before it), one
-unit per distinct kernel, in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
+unit per distinct kernel (a GEMM of a BLAS type has none: the launcher calls the runtime's
+jd_dot), in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
 few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
 jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py

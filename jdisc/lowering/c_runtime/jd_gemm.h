@@ -185,3 +185,46 @@ JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, in
   g.parts = (extent + g.step - 1) / g.step;
   jd_pool_run(jd_gemm_piece, &g, nb * g.parts, threads);
 }
+
+/* The product per element of a contraction of size 1, C[b, i, j] = A[b, i] * B[b, j] (with one
+   contracted element, A's and B's layouts index by i and j alone), as XLA computes it: its
+   simplifier makes such a dot a multiply, so 0 * -1 is -0 there, where a GEMM's accumulator,
+   starting from +0, gives +0. Complex values are W = 2 scalars, multiplied by XLA's
+   four-product formula. */
+#define JD_OUTER(T, W, MUL)                                                                  \
+  for (int64_t bi = 0; bi < nb; bi++)                                                        \
+    for (int64_t i = 0; i < m; i++) {                                                        \
+      const T *restrict x = (const T *)a + (bi * m + i) * W;                                 \
+      const T *restrict y = (const T *)b + bi * n * W;                                       \
+      T *restrict z = (T *)c + (bi * m + i) * n * W;                                         \
+      for (int64_t j = 0; j < n; j++) MUL;                                                   \
+    }
+#define JD_CMUL (z[2 * j] = x[0] * y[2 * j] - x[1] * y[2 * j + 1],                            \
+                 z[2 * j + 1] = x[0] * y[2 * j + 1] + x[1] * y[2 * j])
+static void jd_outer(int kind, int64_t nb, int64_t m, int64_t n, const void *a, const void *b,
+                     void *c) {
+  switch (kind) {
+  case JD_GEMM_F32: JD_OUTER(float, 1, z[j] = x[0] * y[j]) break;
+  case JD_GEMM_F64: JD_OUTER(double, 1, z[j] = x[0] * y[j]) break;
+  case JD_GEMM_C64: JD_OUTER(float, 2, JD_CMUL) break;
+  default: JD_OUTER(double, 2, JD_CMUL)
+  }
+}
+#undef JD_CMUL
+#undef JD_OUTER
+
+/* A dot kernel that is one GEMM of a BLAS element type: the launcher calls this instead of a
+   kernel of its own, so no unit is compiled for it (lowering/blas.py). Sizes as jd_gemm's. */
+JD_RT int jd_dot(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
+                 int64_t k, const void *a, const void *b, void *c) {
+  if (nb == 0 || m == 0 || n == 0) return 0;
+  if (k == 0) {
+    const size_t scalar = kind == JD_GEMM_F32 ? 4 : kind == JD_GEMM_C128 ? 16 : 8;
+    memset(c, 0, (size_t)(nb * m * n) * scalar);          /* all-zero bits are +0 */
+  } else if (k == 1) {
+    jd_outer(kind, nb, m, n, a, b, c);
+  } else {
+    jd_gemm(kind, trans_a, trans_b, nb, m, n, k, a, b, c);
+  }
+  return 0;
+}

@@ -45,6 +45,9 @@ enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
    callers checked that every size fits blasint (jd_gemm.h). */
 JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
                    int64_t k, const void *a, const void *b, void *c);
+/* jd_gemm for the launcher's dot_general calls: m, n or k of 0, and k = 1 too (jd_gemm.h) */
+JD_RT int jd_dot(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
+                 int64_t k, const void *a, const void *b, void *c);
 
 /* A program as its XLA FFI handler sees it (jd_ffi.h): counts, output ranks, its entry points */
 typedef struct {
