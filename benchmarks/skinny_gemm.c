@@ -32,9 +32,10 @@ static float *filled(int64_t count, int64_t seed) {
 }
 
 int main(void) {
-  const int64_t shapes[][2] = {{512, 2048}, {768, 3072}, {3072, 768}};    /* k, n */
-  const int rows[] = {2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64};
-  for (int s = 0; s < 3; s++) {
+  const int64_t shapes[][2] = {{512, 2048}, {2048, 512}, {768, 768}, {768, 3072},
+                               {3072, 768}};    /* k, n */
+  const int rows[] = {2, 3, 4, 5, 8, 12, 16, 24, 32, 40, 48, 56, 64};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     for (int mats = 1; mats <= MATRICES; mats += MATRICES - 1) {
       const int64_t k = shapes[s][0], n = shapes[s][1];
       float *bs[MATRICES];

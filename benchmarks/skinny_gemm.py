@@ -4,9 +4,9 @@
 
 Builds benchmarks/skinny_gemm.c with jdisc's compiler and flags (the runtime unit's -O1) against
 the OpenBLAS jdisc links, and runs it with OpenBLAS on one thread: for [m, k] @ [k, n] at m = 2
-to 64 (jdisc uses the loops up to 16), the microseconds of each (`sgemm/skinny`), B in L3 and
-B from memory. The numbers in
-jd_skinny.h's comments come from it. Run with OPENBLAS_CORETYPE unset where the machine sets it
+to 64 (jdisc uses the loops up to 16, 32 or 64 rows: jd_gemm.h), the microseconds of each
+(`sgemm/skinny`), B in L3 and B from memory. The numbers in jd_skinny.h's and jd_gemm.h's
+comments come from it. Run with OPENBLAS_CORETYPE unset where the machine sets it
 (benchmarks/README.md).
 """
 

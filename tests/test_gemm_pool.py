@@ -46,7 +46,11 @@ SCRIPT = textwrap.dedent("""
                     # ragged columns and k, one to four groups of 8 rows
                     (2, 64, 2000), (3, 256, 300), (4, 1031, 97), (4, 512, 4096),
                     (13, 301, 400), (16, 129, 1000), (29, 300, 1000), (24, 1000, 1000),
-                    (40, 3000, 39)]:        # rows split 24 + 16: the second piece is skinny
+                    (40, 3000, 39),         # rows split 24 + 16: the second piece is skinny
+                    # 33 to 64 rows where k <= 768: five to eight groups of 8 rows, whole, in
+                    # column pieces, and pieces of 40 rows of a row split
+                    (33, 256, 1000), (57, 768, 700), (64, 512, 2048), (63, 700, 129),
+                    (130, 700, 110), (45, 769, 300)]:   # k = 769: sgemm
         a = rng.standard_normal((m, k), np.float32)
         b = rng.standard_normal((k, n), np.float32)
         check(mm(a, b), a, b)

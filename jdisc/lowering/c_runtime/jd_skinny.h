@@ -1,4 +1,4 @@
-/* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ B[k, n] for a few rows (2 <= m <= 32), B not
+/* Skinny f32 GEMMs: C[m, n] = op(A)[m, k] @ B[k, n] for a few rows (2 <= m <= 64), B not
    transposed, as jd_gemm's pieces run them (jd_gemm.h). A unit of its own, in the programs
    with float32 GEMMs (lowering/units.py skinny_unit): jd_skinny_f32 below.
 
@@ -12,10 +12,9 @@
    The sums run in another order than BLAS's, as two BLAS libraries' do: within f32's bound
    for any order (tests/test_gemm_pool.py). */
 
-/* at most this many rows, a multiple of 8 (jd_gemm.h chooses 16 or 32 by B's size; the loops
-   are right up to 64, which benchmarks/skinny_gemm.py builds them with) */
+/* at most this many rows, a multiple of 8 (jd_gemm.h chooses 16, 32 or 64 by B's shape) */
 #ifndef JD_SKINNY_ROWS
-#define JD_SKINNY_ROWS 32
+#define JD_SKINNY_ROWS 64
 #endif
 
 #if defined(__AVX512F__)
