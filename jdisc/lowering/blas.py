@@ -53,8 +53,8 @@ def size_limits(kernel: Kernel) -> list[Dim]:
 def runs_in_runtime(kernel: Kernel) -> bool:
     """Whether the dot kernel is one GEMM of a BLAS element type (every operand of the
     result's): the launcher then calls the runtime's `jd_dot` (c_runtime/jd_gemm.h) and no
-    unit is compiled for it. Such units were a C compiler's start and jdisc's headers for one
-    call, 15-25 ms of compile each (W1 has five, W7 five)."""
+    unit is compiled for it. Such a unit was one call behind jdisc's headers: about 6 ms of
+    the C compiler's time in a bundle, 15-25 ms alone (W1 and W7 have five each)."""
     op = kernel.root
     out = op.results[0]
     return out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands)
