@@ -17,6 +17,12 @@ within jdisc's first call (its child processes', from getrusage: steadier than w
 busy machine; two cores share them). Medians over the repeats; `cold / XLA` = jdisc's
 first call / XLA's lower + compile. XLA's own compile cache is not persistent here (jax's
 default), so its side is always cold.
+
+jdisc's first call also runs the program once, which XLA's lower + compile does not; since
+2026-12-07 the files also hold XLA's first run of its compiled executable (`xla_first_run`),
+jdisc's own compile seconds for the new program (`stats()["compile_seconds"]`, without the
+run) and the ratio of the two first calls, XLA's lower + compile + run against jdisc's first
+call (`new first call / XLA's`).
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ jax.block_until_ready(jax.jit(lambda x: x + 1)(np.ones(3, np.float32)))   # star
 t0 = time.perf_counter()
 lowered = jax.jit(fn).lower(*args)
 t1 = time.perf_counter()
-lowered.compile()
+compiled = lowered.compile()
 t2 = time.perf_counter()
+jax.block_until_ready(compiled(*args))     # XLA's first run, as jdisc's first call has one
+t2r = time.perf_counter()
 f = jdisc.jit(fn, dynamic_axes=axes, bridge=False)   # the compile, not jax.jit's
 r3 = resource.getrusage(resource.RUSAGE_CHILDREN)
 t3 = time.perf_counter()
@@ -60,7 +68,8 @@ r4 = resource.getrusage(resource.RUSAGE_CHILDREN)
 cc_cpu = (r4.ru_utime - r3.ru_utime) + (r4.ru_stime - r3.ru_stime)   # the C compiler's runs
 st = f.stats()
 assert st["compiles"] == 1 and st.get("stage_seconds"), st
-print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "jdisc_first": t4 - t3,
+print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "xla_first_run": t2r - t2,
+                  "jdisc_first": t4 - t3, "jdisc_compile": st["compile_seconds"],
                   "stages": st.get("stage_seconds", {}), "compiles": st["compiles"],
                   "cc_cpu": cc_cpu}))
 """
@@ -113,6 +122,11 @@ def main() -> None:
         for s in STAGES:
             row[s] = med(lambda r: r["stages"].get(s, 0.0))
         row["new_program"] = statistics.median(r["jdisc_first"] for r in warm)
+        row["xla_first_run"] = med(lambda r: r["xla_first_run"])
+        row["new_compile"] = statistics.median(r["jdisc_compile"] for r in warm)
+        # the first calls of both: XLA's lower, compile and first run against jdisc's first call
+        row["new_first_ratio"] = row["new_program"] / (row["xla_lower"] + row["xla_compile"]
+                                                       + row["xla_first_run"])
         row["cc_cpu"] = med(lambda r: r["cc_cpu"])
         row["new_cc_cpu"] = statistics.median(r["cc_cpu"] for r in warm)
         xla = row["xla_lower"] + row["xla_compile"]
@@ -151,10 +165,14 @@ def print_table(paths: list[str]) -> None:
     def cells(w, get, fmt):
         return " / ".join(fmt.format(get(run[w])) for run in runs if w in run)
     cpu = all("cc_cpu" in r for run in runs for r in run.values())
+    firsts = all("xla_first_run" in r for run in runs for r in run.values())
     print("| W | XLA lower + compile s | jdisc cold s | cold / XLA | C compiler s (cold) | "
           "jdisc new program s | new / XLA |" + (" C compiler CPU s, cold | new program |"
-                                                 if cpu else ""))
-    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if cpu else ""))
+                                                 if cpu else "") +
+          (" XLA's first run s | jdisc's compile s, new program | new first call / XLA's |"
+           if firsts else ""))
+    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if cpu else "") +
+          (" --- | --- | --- |" if firsts else ""))
     for w in runs[0]:
         print(f"| {w} | {cells(w, lambda r: r['xla_lower'] + r['xla_compile'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['jdisc_first'], '{:.3f}')} | "
@@ -163,7 +181,10 @@ def print_table(paths: list[str]) -> None:
               f"{cells(w, lambda r: r['new_program'], '{:.3f}')} | "
               f"{cells(w, lambda r: r['new_ratio'], '{:.2f}')} |" +
               (f" {cells(w, lambda r: r['cc_cpu'], '{:.3f}')} | "
-               f"{cells(w, lambda r: r['new_cc_cpu'], '{:.3f}')} |" if cpu else ""))
+               f"{cells(w, lambda r: r['new_cc_cpu'], '{:.3f}')} |" if cpu else "") +
+              (f" {cells(w, lambda r: r['xla_first_run'], '{:.3f}')} | "
+               f"{cells(w, lambda r: r['new_compile'], '{:.3f}')} | "
+               f"{cells(w, lambda r: r['new_first_ratio'], '{:.2f}')} |" if firsts else ""))
 
 if __name__ == "__main__":
     main()
