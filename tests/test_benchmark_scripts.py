@@ -23,6 +23,21 @@ def test_compile_time_measures_the_compile_not_the_bridge(tmp_path):
     stages = sum(row[s] for s in ("export", "mlir", "import", "passes", "c", "library"))
     assert row["jdisc_first"] >= stages > 0, row
     assert row["new_program"] > 0, row
+    # both first calls: XLA's includes a run of its executable, as jdisc's always did
+    assert row["xla_first_run"] > 0 and 0 < row["new_compile"] <= row["new_program"], row
+
+
+def test_gemm_shapes_times_each_shape_on_both_sides():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gemm_shapes.py"),
+                           "--shapes", "3x5x7,40x16x8,40x8x16", "--calls", "2", "--rounds", "1"],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+            if line.startswith("| ") and line[2].isdigit()]
+    assert [r[0].strip() for r in rows] == ["3x5x7", "40x16x8", "40x8x16"]
+    for r in rows:          # jdisc ms, jax.jit ms (3 decimals), their ratio, both GFLOP/s
+        jd, xla, ratio = map(float, r[1:4])
+        assert jd > 0 and xla > 0 and abs(ratio - jd / xla) <= 0.0006 / xla * ratio + 0.01, r
 
 
 def test_small_batches_compares_each_row_count_against_jax_jit():
