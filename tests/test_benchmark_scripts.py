@@ -8,6 +8,16 @@ import sys
 from subprocess_support import REPO, env_with
 
 
+def _table(script: str, *args: str) -> tuple[str, list[list[str]]]:
+    """Run a benchmark script; its output and the body rows of the Markdown tables it printed
+    (a row whose first cell starts with a digit), each as its cells."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+                         if line.startswith("| ") and line[2:3].isdigit()]
+
+
 def test_compile_time_measures_the_compile_not_the_bridge(tmp_path):
     # with the bridge on (the default, which the test session turns off), a first call is
     # served by jax.jit while jdisc compiles: the script must still time jdisc's compile
@@ -28,12 +38,8 @@ def test_compile_time_measures_the_compile_not_the_bridge(tmp_path):
 
 
 def test_gemm_shapes_times_each_shape_on_both_sides():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gemm_shapes.py"),
-                           "--shapes", "3x5x7,40x16x8,40x8x16", "--calls", "2", "--rounds", "1"],
-                          env=env_with(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
-            if line.startswith("| ") and line[2].isdigit()]
+    _, rows = _table("gemm_shapes.py", "--shapes", "3x5x7,40x16x8,40x8x16", "--calls", "2",
+                     "--rounds", "1")
     assert [r[0].strip() for r in rows] == ["3x5x7", "40x16x8", "40x8x16"]
     for r in rows:          # jdisc ms, jax.jit ms (3 decimals), their ratio, both GFLOP/s
         jd, xla, ratio = map(float, r[1:4])
@@ -105,26 +111,16 @@ def test_kernel_times_reports_each_kernel_per_side(tmp_path):
 def test_row_reductions_times_each_length_both_ways():
     # a dynamic row length (one compile) and one known when compiling (one per length)
     for extra in ([], ["--known"]):
-        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "row_reductions.py"),
-                               "--lengths", "3,70", "--elements", "2000", "--repeats", "2",
-                               *extra], env=env_with(), capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
-                if line.startswith("| ") and not line.startswith("| n") and "---" not in line]
-        assert [r[0].strip() for r in rows] == ["3", "70"], proc.stdout
-        assert ("known when compiling" in proc.stdout) == bool(extra), proc.stdout
+        out, rows = _table("row_reductions.py", "--lengths", "3,70", "--elements", "2000",
+                           "--repeats", "2", *extra)
+        assert [r[0].strip() for r in rows] == ["3", "70"], out
+        assert ("known when compiling" in out) == bool(extra), out
         assert all(float(c) > 0 for r in rows for c in r[1:4]), rows   # ms, ms, ratio
 
 
 def test_pytree_calls_times_each_leaf_count():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "pytree_calls.py"),
-                           "--leaves", "1,3", "--calls", "20", "--repeats", "2"],
-                          env=env_with(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
-            if line.startswith("| ") and not line.startswith("| parameter") and "---" not in line]
-    assert [r[0].strip() for r in rows] == ["1", "3"], proc.stdout
+    out, rows = _table("pytree_calls.py", "--leaves", "1,3", "--calls", "20", "--repeats", "2")
+    assert [r[0].strip() for r in rows] == ["1", "3"], out
     assert all(float(c) > 0 for r in rows for c in r[1:]), rows     # us, us, ratio
 
 
