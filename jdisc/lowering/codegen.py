@@ -302,7 +302,7 @@ class _KernelUnits:
         #                                           (None: a call of the runtime's jd_dot)
         self.texts: list[str] = []            # the units, in order of first use
         self._seen: set[str] = set()
-        self._declared: list[tuple[Kernel, str, list[str], list[str]]] = []
+        self._declared: list[tuple[Kernel, str | None, list[str], list[str]]] = []
 
     def add(self, k: Kernel) -> None:
         if k.kind == "dot" and blas.runs_in_runtime(k):     # the launcher calls jd_dot
@@ -456,11 +456,12 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
             fn = symbols[k.name]
-            call = f"{fn}({', '.join(args)})"
-            if fn is None:
+            if fn is None:      # a GEMM: the runtime's jd_dot
                 call = blas.runtime_call(k, dim_c, *(buffers[v.id] for v in k.root.operands),
                                          buffers[k.outputs[0].id])
-            elif getattr(k, "versions", None):
+            else:
+                call = f"{fn}({', '.join(args)})"
+            if fn is not None and getattr(k, "versions", None):
                 guard = " && ".join(f"({dim_c(a)} == {dim_c(b)})" for a, b in speculation_guards(k))
                 call = (f"(({guard}) ? {fn}_v0({', '.join(args)}) "
                         f": {fn}_v1({', '.join(args)}))")
