@@ -26,8 +26,8 @@ JD_RT __attribute__((weak)) void jd_skinny_f32(int64_t m, int64_t n, int64_t k, 
    2048, 4096): 1.08-2.21 at 16 rows but 0.89 at k = n = 4096; at 24 and 32 rows 1.04-1.72
    where k <= 1024 or k * n <= 2^20, 0.68-0.95 where k >= 2048 and n >= 1024; up to 64 rows
    when k <= JD_SKINNY_TALL_K (B's chunk, 768 KB at k = 768, stays in a 1 MB L2 for all 8
-   groups): at 40 to 56 rows 1.08-1.40 for k = 512 and 768 (n = 768, 2048, 3072), 1.0-1.16 at
-   64, but from 40 rows at k = 2048 and 3072 0.71-0.92 with B in L3, 0.82-1.22 from memory
+   groups): at 40 to 56 rows 1.08-1.44 for k = 512 and 768 (n = 768, 2048, 3072), 1.00-1.18 at
+   64, but from 40 rows at k = 2048 and 3072 0.74-0.93 with B in L3, 0.86-1.22 from memory
    (`benchmarks/results/skinny-gemm-tall-run*.txt`). A transposed B, dot products along its
    rows, was 1.1-2.5x slower than sgemm at 16 rows: it stays with sgemm. Reading B is the
    loops' time: for the split below, each of its elements counts as JD_SKINNY_WEIGHT
