@@ -77,20 +77,12 @@ print(json.dumps({"xla_lower": t1 - t0, "xla_compile": t2 - t1, "xla_first_run":
 STAGES = ("export", "mlir", "import", "passes", "c", "library", "cc")
 
 
-# a user's earlier program: an elementwise chain and a float32 matmul, which leave the runtime
-# unit, the compiler probes' verdict and the skinny GEMM unit (lowering/units.py) in the cache
-_OTHER_PROGRAM = r"""
-import numpy as np, jdisc
-jdisc.jit(lambda x, w: (x * 2 + 1) @ w, dynamic_axes=({0: "n"}, None),
-          bridge=False)(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
-"""
-
-
 def one(name: str, warm: bool) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, JDISC_CACHE_DIR=cache)
         if warm:
-            subprocess.run([sys.executable, "-c", _OTHER_PROGRAM], env=env, check=True)
+            from jdisc.bench import EARLIER_PROGRAM
+            subprocess.run([sys.executable, "-c", EARLIER_PROGRAM], env=env, check=True)
         out = subprocess.run([sys.executable, "-c", _CHILD, name], env=env, check=True,
                              capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])

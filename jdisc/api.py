@@ -301,7 +301,7 @@ class JdiscFunction:
             symbolic_specs(leaves, self.constraints)    # bad dim names and constraints here
             if not sizes_meet(leaves, self.constraints):
                 return None     # the program's check decides: compiled in the foreground
-            return lambda: self._build(fun, leaves, in_tree, t0)
+            return (lambda: self._build(fun, leaves, in_tree, t0)), leaves
         return self._build(fun, leaves, in_tree, t0)
 
     def _build(self, fun: Callable, leaves, in_tree, t0: float) -> Compiled:
@@ -390,9 +390,10 @@ class JdiscFunction:
         if b is not None and serve and b.serves(dynamic):
             return b
         if b is None:
-            build = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
-            if build is None:
+            background = self._compile(args, kwargs, key, dynamic, names, fun, background=True)
+            if background is None:
                 return None
+            build, leaves = background
             config = self._config()
 
             def build_and_remember():    # in the thread: a process may exit before a 2nd call
@@ -400,7 +401,8 @@ class JdiscFunction:
                 bridging.remember(self.fun, key, config)
                 return entry
             self._bridges[key] = bridging.Bridge(self._jax_jit(fun, key, names),
-                                                 build_and_remember, self.__name__)
+                                                 build_and_remember, self.__name__,
+                                                 self._admits_like(leaves, key, names))
             return self._bridges[key]
         result = b.wait()
         del self._bridges[key]
@@ -410,6 +412,26 @@ class JdiscFunction:
             raise result
         self._compiled[key] = result
         return result
+
+    def _admits_like(self, first: list, key: tuple, names: list[str]) -> Callable:
+        """Whether jdisc's program, compiled for the leaves `first`, would take a call's
+        dynamic args (the bridge runs them with XLA only then): the same leaves, dtypes,
+        dimension names and static sizes, and sizes known to meet the dims and constraints.
+        False for anything else (the program's own check then decides the call)."""
+        entries = self._dynamic_axes_for(key[0], names)
+        donated = self._donated_positions(key[0], names)
+
+        def admits(dynamic: list) -> bool:
+            try:
+                leaves, _ = leaf_specs(dynamic, entries, names, donated)
+            except Exception:       # noqa: BLE001 - the program's check reports it
+                return False
+            return len(leaves) == len(first) and all(
+                (a.name, a.dtype, a.axes, a.donated, len(a.shape)) ==
+                (b.name, b.dtype, b.axes, b.donated, len(b.shape)) and
+                all(a.shape[i] == b.shape[i] for i in range(len(a.shape)) if i not in a.axes)
+                for a, b in zip(leaves, first)) and sizes_meet(leaves, self.constraints)
+        return admits
 
     def _config(self) -> str:
         """What besides the function and the program key decides its compile (bridge.seen)."""
@@ -435,13 +457,17 @@ class JdiscFunction:
                     self._stats["calls"] += 1
                     return entry.unflatten(outs)
         entry, dynamic, flat, treedef = self._entry(args, kwargs, wait=False)
-        if isinstance(entry, (_XlaFallback, bridging.Bridge)):
+        if isinstance(entry, bridging.Bridge):
+            outs = entry.call(dynamic)
+            if outs is not bridging.UNSERVED:
+                self._stats["calls"] += 1
+                self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
+                return outs
+            entry, dynamic, flat, treedef = self._entry(args, kwargs)  # jdisc's program now
+        if isinstance(entry, _XlaFallback):
             self._stats["calls"] += 1
-            if not isinstance(entry, bridging.Bridge):
-                entry.check(dynamic)
-                return entry.fn(*dynamic)
-            self._stats["bridged_calls"] = self._stats.get("bridged_calls", 0) + 1
-            return entry.call(dynamic)
+            entry.check(dynamic)
+            return entry.fn(*dynamic)
         if treedef != entry.in_tree:
             raise ArgumentError(_structure_mismatch(self.__name__, entry, dynamic,
                                                     self._names(len(dynamic))))

@@ -4,11 +4,15 @@ A jdisc compile costs a few XLA compiles (mostly the C compiler), and a user's f
 waits for it. With the bridge (the default; `jit(..., bridge=False)` or `JDISC_BRIDGE=0`
 turn it off) the first call of each program checks its arguments, runs with `jax.jit` at its
 exact shape, and starts jdisc's compile in a thread: only at sizes known to meet the dims and
-constraints (export/concrete.py), since jax.jit would run a call that the program refuses. A
-later call at the shapes `jax.jit` has run while the compile is still running runs that same
-executable (no XLA compile, no wait: a loop over one shape keeps going); any other later call
-runs jdisc's program, waiting for the compile if it is still running. So one XLA compile per
-program, and every call after the compile is the same as without the bridge.
+constraints (export/concrete.py), since jax.jit would run a call that the program refuses.
+While the compile runs, a later call at shapes `jax.jit` has run runs that same executable (no
+XLA compile, no wait: a loop over one shape keeps going), and a call at new shapes that the
+program would take (the same leaves and static sizes, sizes that meet the dims and
+constraints) races a quick XLA compile of its own against jdisc's compile: whichever is ready
+first serves it, so no call waits longer than it would for jdisc alone. Measured on two cores
+(benchmarks/first_call.py, a b c a b c from a cold start, two runs each way): see
+docs/performance.md. Other calls wait for jdisc's program, and every call after the compile
+is the same as without the bridge.
 
 The bridge's XLA compile is a quick one (`QUICK_OPTIONS`: LLVM at -O0 behind XLA's own HLO
 passes): it serves one call, or a few while jdisc compiles, and jdisc's compile starts only
@@ -50,18 +54,27 @@ def default() -> bool:
 # XLA's options for the bridge's compile: LLVM's optimisation level (XLA's default is 2)
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
 
+# The most argument shapes the bridge runs with XLA while one compile of jdisc's runs
+MAX_SHAPES = 8
+
+UNSERVED = object()     # Bridge.call's answer when jdisc's program is to serve the call
+
 
 class Bridge:
     """A compile running in the background, and the `jax.jit` that served the first call."""
 
-    def __init__(self, fn: Callable, build: Callable[[], Any], name: str):
+    def __init__(self, fn: Callable, build: Callable[[], Any], name: str,
+                 admits: Callable[[list], bool] = lambda args: False):
         self.fn = fn                   # jax.jit of the function (a fallback's, if jdisc fails)
         self._quick: dict = {}         # (shapes, placement) -> the bridge's XLA executable
         self._settings = _thread_settings()      # the caller's jax.enable_x64(...) and such
         self.result: Any = None        # the Compiled entry, or the exception the compile raised
         self._first_out: Any = None    # the first call's results, until they are computed
         self._served: set = set()      # the argument shapes jax.jit has run at
+        self._admits = admits          # whether jdisc's program would take these arguments
         self._lock = threading.Lock()
+        self._finished = False         # the compile is over (set under _wake)
+        self._wake = threading.Condition()      # a compile of the bridge's or jdisc's ended
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
         # is in the cache for the next process
@@ -88,6 +101,9 @@ class Bridge:
         finally:
             for (state, _), value in reversed(list(zip(self._settings, before))):
                 state.set_local(value)
+            with self._wake:
+                self._finished = True
+                self._wake.notify_all()
 
     def first_call(self, args: list) -> Any:
         """The first call, with jax.jit, then the compile's start. Measured on two cores
@@ -104,31 +120,64 @@ class Bridge:
             self.start()
 
     def _run_quick(self, args: list) -> Any:
-        """Run `self.fn` on `args`: the first call through an executable compiled with
-        QUICK_OPTIONS, later ones through it where their shapes and placement are the first
-        call's, else as `jax.jit` runs them (arrays on another device: an XLA compile for it,
-        as without the quick executable)."""
+        """The first call: `self.fn` on `args` through an executable compiled with
+        QUICK_OPTIONS (the function's own errors raise here)."""
         key = (_shapes(args), _placement(args))
         exe = self._quick.get(key)
         if exe is None:
-            if self._quick:
-                return self.fn(*args)
-            lowered = self.fn.lower(*args)      # the function's own errors raise here
-            try:
-                exe = lowered.compile(compiler_options=QUICK_OPTIONS)
-            except Exception:       # noqa: BLE001 - an XLA without the option: its default
-                exe = lowered.compile()
-            self._quick[key] = exe
+            exe = self._quick[key] = _quick_compile(self.fn.lower(*args))
         return exe(*args)
 
     def serves(self, args: list) -> bool:
-        """Whether a call with `args` runs with jax.jit: the compile still runs and jax.jit has
-        an executable for their shapes (XLA compiles no more)."""
-        return not self.done() and _shapes(args) in self._served
+        """Whether a call with `args` goes to the bridge: the compile still runs, and jax.jit
+        has run their shapes, or jdisc's program would take them (`admits`) and the bridge
+        has run fewer than MAX_SHAPES shapes."""
+        if self.done():
+            return False
+        shapes = _shapes(args)
+        return shapes in self._served or len(self._served) < MAX_SHAPES and self._admits(args)
 
     def call(self, args: list) -> Any:
-        """A call the bridge serves: the first, or one at shapes jax.jit has run (serves)."""
-        return self._run_quick(args) if self.thread.ident else self.first_call(args)
+        """A call the bridge serves (`serves`): its results, or UNSERVED when jdisc's compile
+        ended before an XLA executable for a new shape was ready (the caller then runs
+        jdisc's program)."""
+        if not self.thread.ident:
+            return self.first_call(args)
+        key = (_shapes(args), _placement(args))
+        exe = self._quick.get(key)
+        if exe is None:
+            exe = self._race(args, key)
+            if exe is None:
+                return UNSERVED
+        return exe(*args)
+
+    def _race(self, args: list, key: tuple) -> Any:
+        """A new shape while jdisc compiles: XLA's quick compile for it in a thread of its own
+        and whichever ends first, that executable or jdisc's program (None). A call never
+        waits longer than the wait for jdisc alone, and an XLA compile that loses the race
+        finishes in the background, its executable dropped."""
+        if self._finished:
+            return None
+        lowered = self.fn.lower(*args)      # the function's own errors raise here
+        box: dict = {}
+
+        def compile_it():
+            try:
+                box["exe"] = _quick_compile(lowered)
+            except Exception:       # noqa: BLE001 - jdisc's program decides such a call
+                box["failed"] = True
+            with self._wake:
+                self._wake.notify_all()
+        thread = threading.Thread(target=compile_it, daemon=False, name="jdisc bridge compile")
+        _RUNNING.add(thread)
+        thread.start()
+        with self._wake:
+            self._wake.wait_for(lambda: box or self._finished)
+        exe = box.get("exe")
+        if exe is not None and not self._finished:
+            self._quick[key] = exe
+            self._served.add(key[0])
+        return None if self._finished else exe
 
     def start(self) -> None:
         with self._lock:        # the first call and a waiting call may race here
@@ -142,7 +191,14 @@ class Bridge:
         return self.result
 
     def done(self) -> bool:
-        return bool(self.thread.ident) and not self.thread.is_alive()
+        return self._finished or bool(self.thread.ident) and not self.thread.is_alive()
+
+
+def _quick_compile(lowered) -> Any:
+    try:
+        return lowered.compile(compiler_options=QUICK_OPTIONS)
+    except Exception:       # noqa: BLE001 - an XLA without the option: its default
+        return lowered.compile()
 
 
 # The interpreter's switch interval while a compile runs in the background (_short_switches)

@@ -162,3 +162,21 @@ def test_interop_times_the_compiled_eager_call_not_the_bridge(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     stats = eval(proc.stdout.strip().splitlines()[-1])
     assert stats["compiles"] == 1 and not stats.get("bridged_calls"), stats
+
+
+def test_first_call_times_each_side_until_jdisc_is_ready(tmp_path):
+    out = tmp_path / "first.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "first_call.py"),
+                           "--workloads", "W3", "--repeats", "1", "--cache", "new",
+                           "--json", str(out)],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["cache"] == "new"
+    r = result["rows"]["W3"]
+    for side in ("xla", "jdisc", "nobridge"):
+        s = r[side]
+        assert 0 < s["first_s"] <= s["stream_s"] <= s["stream_ready_s"], (side, s)
+        assert 0 < s["loop_s"] <= s["loop_ready_s"], (side, s)
+    assert r["jdisc"]["bridged"] >= 1 and r["nobridge"]["bridged"] == 0, r
+    assert "jdisc ready s" in proc.stdout
