@@ -8,6 +8,7 @@ import ctypes
 import hashlib
 import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -198,3 +199,31 @@ def test_links_with_gold_where_it_links_else_with_the_default_linker(cache, monk
     with pytest.raises(CompileError, match=r"link failed \(default\)"):
         compiler.build(add_source("gold-4"))
     assert links == [True, False] and compiler._linkers == {}
+
+
+def test_compiler_runs_step_back_while_a_caller_waits_on_other_work(tmp_path):
+    # the bridge's XLA compile for a new shape (bridge.py) gets the CPUs before jdisc's own
+    # C compiles: a run that starts inside yield_cpus, and one running when it begins, are
+    # nicer than the process; runs outside it are not
+    import os
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    want = min(19, base + compiler.YIELD_NICE)
+
+    def nice_of_a_run(delay: float, started=None) -> int:
+        out = tmp_path / f"nice-{uuid.uuid4().hex}"      # `nice` prints the niceness
+        cmd = ["sh", "-c", f'{started or ":"}; sleep {delay}; nice > "$2"', "sh", "-o", str(out)]
+        compiler._run_compiler(cmd, ["sh"], "unit.c")
+        return int(out.read_text())
+    assert nice_of_a_run(0) == base
+    with compiler.yield_cpus():
+        assert nice_of_a_run(0.1) == want
+    assert nice_of_a_run(0) == base
+    flag = tmp_path / "started"
+    result = []
+    t = threading.Thread(target=lambda: result.append(nice_of_a_run(1.0, f'touch "{flag}"')))
+    t.start()
+    while not flag.exists():
+        time.sleep(0.005)
+    with compiler.yield_cpus():
+        t.join()
+    assert result == [want]
