@@ -42,7 +42,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdisc.custom_calls.compiler import cache_dir, yield_cpus
+from jdisc.custom_calls.compiler import cache_dir, reporting, yield_cpus
 from jdisc.version import __version__
 
 
@@ -74,7 +74,9 @@ class Bridge:
         self._admits = admits          # whether jdisc's program would take these arguments
         self._lock = threading.Lock()
         self._finished = False         # the compile is over (set under _wake)
-        self._wake = threading.Condition()      # a compile of the bridge's or jdisc's ended
+        self._eta: float | None = None  # when it should be over (monotonic), once known
+        self._quick_s = 0.0            # the first call's XLA compile, seconds
+        self._wake = threading.Condition()      # a compile ended, or the estimate came
         # the interpreter's exit waits for the compile (_join_at_exit): a daemon thread killed
         # inside jaxlib or the compiler driver aborts the process, and the finished program
         # is in the cache for the next process
@@ -94,7 +96,7 @@ class Bridge:
         del first
         before = [state.swap_local(value) for state, value in self._settings]
         try:
-            with _short_switches():
+            with _short_switches(), reporting(self._expect):
                 self.result = build()
         except BaseException as err:        # noqa: BLE001 - re-raised by the caller
             self.result = err
@@ -104,6 +106,12 @@ class Bridge:
             with self._wake:
                 self._finished = True
                 self._wake.notify_all()
+
+    def _expect(self, seconds: float) -> None:
+        """The compile's estimate of what is left (compiler.reporting)."""
+        with self._wake:
+            self._eta = time.monotonic() + seconds
+            self._wake.notify_all()
 
     def first_call(self, args: list) -> Any:
         """The first call, with jax.jit, then the compile's start. Measured on two cores
@@ -125,7 +133,10 @@ class Bridge:
         key = (_shapes(args), _placement(args))
         exe = self._quick.get(key)
         if exe is None:
-            exe = self._quick[key] = _quick_compile(self.fn.lower(*args))
+            lowered = self.fn.lower(*args)
+            t0 = time.monotonic()
+            exe = self._quick[key] = _quick_compile(lowered)
+            self._quick_s = time.monotonic() - t0
         return exe(*args)
 
     def serves(self, args: list) -> bool:
@@ -152,20 +163,27 @@ class Bridge:
         return exe(*args)
 
     def _race(self, args: list, key: tuple) -> Any:
-        """A new shape while jdisc compiles: XLA's quick compile for it in a thread of its own
-        and whichever ends first, that executable or jdisc's program (None). A call never
-        waits longer than the wait for jdisc alone, and an XLA compile that loses the race
-        finishes in the background, its executable dropped."""
+        """A new shape while jdisc compiles: once the compile knows what is left of it
+        (compiler.reporting), either the wait for it (None), where it should end before an
+        XLA compile like the first call's would, or XLA's quick compile for the shape in a
+        thread of its own, raced against it, the C compiler's runs stepping back meanwhile
+        (compiler.yield_cpus): whichever ends first serves the call, that executable or
+        jdisc's program (None). An XLA compile that loses finishes in the background, its
+        executable dropped."""
         if self._finished:
             return None
-        with yield_cpus():          # the C compiler's runs step back while the caller waits
-            return self._race_quick(args, key)
-
-    def _race_quick(self, args: list, key: tuple) -> Any:
         try:
             lowered = self.fn.lower(*args)
         except Exception:       # noqa: BLE001 - jdisc's program decides, as without the bridge
             return None
+        with self._wake:
+            self._wake.wait_for(lambda: self._finished or self._eta is not None)
+            if self._finished or self._eta - time.monotonic() < self._quick_s:
+                return None
+        with yield_cpus():
+            return self._race_quick(lowered, key)
+
+    def _race_quick(self, lowered, key: tuple) -> Any:
         box: dict = {}
 
         def compile_it():

@@ -40,14 +40,16 @@ def test_bridged_calls_then_jdisc():
 
 
 def _slow_c_compiler(monkeypatch, seconds):
-    """Every C compile of jdisc's takes `seconds` more."""
+    """Every C compile of jdisc's takes `seconds` more, and the compile's estimate of what is
+    left of it (compiler.reporting, which the bridge reads) says so."""
     from jdisc.custom_calls import compiler
-    real = compiler._compile
+    real = compiler._build
 
     def slow(*a, **k):
         time.sleep(seconds)
         return real(*a, **k)
-    monkeypatch.setattr(compiler, "_compile", slow)
+    monkeypatch.setattr(compiler, "_build", slow)
+    monkeypatch.setattr(compiler, "LINK_S", compiler.LINK_S + seconds)
 
 
 def test_first_call_does_not_wait_for_the_c_compiler(monkeypatch):
@@ -87,6 +89,25 @@ def test_calls_while_jdisc_compiles_do_not_wait_for_it(monkeypatch, cache):
             assert_close(f(z), np.cos(z) * 2 - 1, 1e-6)
     assert after[0] == 0 and f.stats()["bridged_calls"] == 8 and f.stats()["compiles"] == 1
     assert not f._bridges
+
+
+def test_a_new_shape_waits_where_jdisc_should_be_ready_before_an_xla_compile(monkeypatch,
+                                                                             cache):
+    # the compile's estimate of what is left of it against the first call's XLA compile
+    from jdisc import bridge
+    real = bridge._quick_compile
+
+    def slow(lowered):
+        time.sleep(1.0)
+        return real(lowered)
+    monkeypatch.setattr(bridge, "_quick_compile", slow)
+    g = lambda x: jnp.cos(x) + x
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    x, y = np.linspace(0, 1, 7, dtype=np.float32), np.linspace(0, 1, 12, dtype=np.float32)
+    with _XLA.counting() as seen:
+        assert_close(f(x), np.cos(x) + x, 1e-6)
+        assert_close(f(y), np.cos(y) + y, 1e-6)     # waits: no XLA compile for it
+    assert seen[0] == 1 and f.stats()["bridged_calls"] == 1 and f.stats()["compiles"] == 1
 
 
 def test_the_interpreter_switches_threads_often_while_a_compile_runs(monkeypatch, cache):
@@ -351,11 +372,11 @@ _PLACEMENTS = r"""
 import time
 import jax, jax.numpy as jnp, numpy as np, jdisc
 from jdisc.custom_calls import compiler
-real = compiler._compile
+real = compiler._build
 def slow(*a, **k):             # the compile outlasts the calls below: the bridge serves them
     time.sleep(3)
     return real(*a, **k)
-compiler._compile = slow
+compiler._build, compiler.LINK_S = slow, compiler.LINK_S + 3
 d = jax.devices()
 assert len(d) == 2, d
 g = lambda x: jnp.sin(x) * 2

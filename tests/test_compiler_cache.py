@@ -227,3 +227,18 @@ def test_compiler_runs_step_back_while_a_caller_waits_on_other_work(tmp_path):
     with compiler.yield_cpus():
         t.join()
     assert result == [want]
+
+
+def test_a_compile_reports_what_is_left_of_it(cache):
+    # the bridge (bridge.py) weighs this estimate against an XLA compile: a compile with units
+    # to build reports once, a cache hit not at all, and only in the thread that asked
+    seen = []
+    src = add_source("reported")
+    other = threading.Thread(target=compiler.build, args=(add_source("elsewhere"),))
+    other.start()
+    with compiler.reporting(seen.append):
+        assert call_add(compiler.build(src), 2, 3) == 5
+        assert len(seen) == 1 and compiler.LINK_S < seen[0] < 60, seen
+        compiler.build(src)
+    other.join()
+    assert len(seen) == 1

@@ -40,6 +40,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -313,6 +314,33 @@ def yield_cpus():
             _yielding[0] -= 1
 
 
+# A link's seconds in the estimate `reporting` hands on (gold: 16-18 ms on the benchmarks'
+# programs, see _link)
+LINK_S = 0.02
+
+_progress = threading.local()
+
+
+@contextlib.contextmanager
+def reporting(expect: Callable[[float], None]):
+    """While inside, a compile in this thread calls `expect(seconds)` once it knows what is
+    left: its units' C compiles (units.compile_cost, spread over compile_jobs() workers, the
+    longest at least) and the link. A compile that finds its library in the cache calls
+    nothing."""
+    before, _progress.expect = getattr(_progress, "expect", None), expect
+    try:
+        yield
+    finally:
+        _progress.expect = before
+
+
+def _report(costs: list[int]) -> None:
+    expect = getattr(_progress, "expect", None)
+    if expect is not None:
+        cc_s = max(max(costs, default=0), sum(costs) / compile_jobs()) / 1e6
+        expect(cc_s + LINK_S)
+
+
 def _run_compiler(cmd: list[str], compiler: list[str], c_path: str) -> None:
     try:        # a process group of its own: yield_cpus lowers the driver and its children
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -527,6 +555,7 @@ def _compile(compiler: list[str], cflags: list[str], ldflags: list[str], c_path:
             for members in _bundles({i: k[2] for i, k in enumerate(kernels)}):
                 cost = units_c.bundle_cost([kernels[i][1] for i in members])
                 jobs.append((cost, list(flags), [kernels[i][:2] for i in members]))
+        _report([j[0] for j in jobs])
         error = None
         if jobs:
             with ThreadPoolExecutor(min(len(jobs), compile_jobs())) as pool:
