@@ -14,6 +14,7 @@ table printer writes for those result files:
     first_call benchmarks/first_call.py files (a text block per file)
     captured   benchmarks/captured_weights.py files (a text block per file)
     interop    benchmarks/interop.py files (a text block per file)
+    decode     benchmarks/decode.py files (W7's table, a text block per file)
     machine    the machine, date and load lines of `jdisc bench` files (a list)
     printed    Markdown a script printed, saved as it was (benchmarks/row_reductions.py)
 
@@ -113,6 +114,10 @@ def _results(kind: str, paths: list[str]) -> str:
             return "\n\n".join(
                 f"```text\n{_printed(script.main, ['--table', os.path.relpath(p, ROOT)])}\n```"
                 for p in paths)
+    if kind == "decode":
+        from jdisc.bench.decode import print_decode
+        return "\n\n".join(f"`{os.path.relpath(p, ROOT)}`:\n\n```text\n"
+                             f"{_printed(print_decode, json.load(open(p)))}\n```" for p in paths)
     if kind == "interop":
         script = _script("interop")
         blocks = []

@@ -59,10 +59,11 @@ MAX_SHAPES = 8
 
 # A new shape races an XLA compile against jdisc's compile only where what is left of jdisc's
 # (its own estimate) exceeds this many XLA compiles like the first call's: a race slows
-# jdisc's compile by what the XLA compile takes from it (measured on two cores: W7's decoder
-# step, 0.32 s left against a 0.15 s first XLA compile, raced; its step won by 0.08 s and
-# every later step waited 0.25 s longer for jdisc's program, docs/performance.md)
-RACE_FACTOR = 3
+# jdisc's compile by what the XLA compile takes from it, and every later call that waits for
+# jdisc's program pays for it. Measured on two cores (docs/performance.md): W7's decoder
+# loop, 0.32 s left against a first XLA compile of 0.10-0.15 s, raced at 1 and 3 and took
+# 0.78-0.80 s end to end instead of 0.47-0.48 (its C compiles 0.50 s instead of 0.35)
+RACE_FACTOR = 4
 
 UNSERVED = object()     # Bridge.call's answer when jdisc's program is to serve the call
 
