@@ -110,6 +110,20 @@ def test_a_new_shape_waits_where_jdisc_should_be_ready_before_an_xla_compile(mon
     assert seen[0] == 1 and f.stats()["bridged_calls"] == 1 and f.stats()["compiles"] == 1
 
 
+def test_no_race_after_a_first_compile_that_hit_a_cache_of_jax(monkeypatch, cache):
+    # such a compile says nothing of what an XLA compile costs: a new shape waits for jdisc
+    from jdisc import bridge
+    monkeypatch.setattr(bridge, "CACHE_HIT_S", 1e9)
+    g = lambda x: jnp.sin(x) * x
+    f = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True)
+    _slow_c_compiler(monkeypatch, 1.0)
+    x, y = np.linspace(0, 1, 7, dtype=np.float32), np.linspace(0, 1, 12, dtype=np.float32)
+    with _XLA.counting() as seen:
+        assert_close(f(x), np.sin(x) * x, 1e-6)
+        assert_close(f(y), np.sin(y) * y, 1e-6)
+    assert seen[0] == 1 and f.stats()["bridged_calls"] == 1 and f.stats()["compiles"] == 1
+
+
 def test_the_interpreter_switches_threads_often_while_a_compile_runs(monkeypatch, cache):
     # a bridged call takes the GIL a few times, and each time waited up to the switch
     # interval (5 ms) for the compile's Python; the interval is short while a compile runs
