@@ -61,8 +61,9 @@ MAX_SHAPES = 8
 # (its own estimate) exceeds this many XLA compiles like the first call's: a race slows
 # jdisc's compile by what the XLA compile takes from it, and every later call that waits for
 # jdisc's program pays for it. Measured on two cores (docs/performance.md): W7's decoder
-# loop, 0.32 s left against a first XLA compile of 0.10-0.15 s, raced at 1 and 3 and took
-# 0.78-0.80 s end to end instead of 0.47-0.48 (its C compiles 0.50 s instead of 0.35)
+# loop, 0.32 s left against a first XLA compile of 0.10-0.15 s, raced at its second step,
+# which came 0.03-0.10 s sooner, and every later one waited 0.1-0.2 s longer (jdisc's C
+# compiles 0.50 s instead of 0.35)
 RACE_FACTOR = 4
 # A first XLA compile quicker than this was a cache hit of jax's (the function jitted before in
 # this process, or jax's persistent cache), no measure of an XLA compile: then no race
