@@ -398,27 +398,22 @@ f, xf = jdisc.jit(g, dynamic_axes=({0: "n"},), bridge=True), jax.jit(g)
 a = np.linspace(0, 1, 8, dtype=np.float32)
 calls = [(None, jax.device_put(a, d[0])), (None, jax.device_put(a, d[1])),
          (jax.default_device(d[1]), a), (None, a)]
-for ctx, x in calls:
-    if ctx is None:
-        got, want = f(x), xf(x)
-    else:
-        with ctx:
+def call_all():
+    for ctx, x in calls:
+        if ctx is None:
             got, want = f(x), xf(x)
-    assert got.devices() == want.devices(), (got.devices(), want.devices())
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+        else:
+            with ctx:
+                got, want = f(x), xf(x)
+        assert got.devices() == want.devices(), (got.devices(), want.devices())
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+call_all()
 # every call ran on the bridge: the second and third with a quick XLA compile for their
 # placement, the numpy array's (not the first call's argument kind) with one of its own
 assert f.stats()["bridged_calls"] == 4 and f.stats()["compiles"] == 0, f.stats()
 while f._bridges and not all(b.done() for b in f._bridges.values()):
     time.sleep(0.05)
-for ctx, x in calls:            # jdisc's program places its results as jax.jit does too
-    if ctx is None:
-        got, want = f(x), xf(x)
-    else:
-        with ctx:
-            got, want = f(x), xf(x)
-    assert got.devices() == want.devices(), (got.devices(), want.devices())
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+call_all()              # jdisc's program places its results as jax.jit does too
 assert f.stats()["bridged_calls"] == 4 and f.stats()["compiles"] == 1, f.stats()
 print("ok")
 """
