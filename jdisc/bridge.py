@@ -42,7 +42,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdisc.custom_calls.compiler import cache_dir, reporting, yield_cpus
+from jdisc.custom_calls.compiler import cache_dir
+from jdisc.custom_calls.runs import reporting, yield_cpus
 from jdisc.version import __version__
 
 
@@ -120,7 +121,7 @@ class Bridge:
                 self._wake.notify_all()
 
     def _expect(self, seconds: float) -> None:
-        """The compile's estimate of what is left (compiler.reporting)."""
+        """The compile's estimate of what is left (runs.reporting)."""
         with self._wake:
             self._eta = time.monotonic() + seconds
             self._wake.notify_all()
@@ -176,10 +177,10 @@ class Bridge:
 
     def _race(self, args: list, key: tuple) -> Any:
         """A new shape while jdisc compiles: once the compile knows what is left of it
-        (compiler.reporting), either the wait for it (None), where that is less than
+        (runs.reporting), either the wait for it (None), where that is less than
         RACE_FACTOR XLA compiles like the first call's, or XLA's quick compile for the shape in a
         thread of its own, raced against it, the C compiler's runs stepping back meanwhile
-        (compiler.yield_cpus): whichever ends first serves the call, that executable or
+        (runs.yield_cpus): whichever ends first serves the call, that executable or
         jdisc's program (None). An XLA compile that loses finishes in the background, its
         executable dropped."""
         with self._wake:    # the estimate comes after the passes and the C generation

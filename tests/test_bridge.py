@@ -41,7 +41,7 @@ def test_bridged_calls_then_jdisc():
 
 def _slow_c_compiler(monkeypatch, seconds):
     """Every C compile of jdisc's takes `seconds` more, and the compile's estimate of what is
-    left of it (compiler.reporting, which the bridge reads) says so."""
+    left of it (runs.reporting, which the bridge reads) says so."""
     from jdisc.custom_calls import compiler
     real = compiler._build
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cache_support import add_source, call_add, child, run_child
-from jdisc.custom_calls import compiler
+from jdisc.custom_calls import compiler, runs
 from jdisc.errors import CompileError
 
 
@@ -207,7 +207,7 @@ def test_compiler_runs_step_back_while_a_caller_waits_on_other_work(tmp_path):
     # nicer than the process; runs outside it are not
     import os
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    want = min(19, base + compiler.YIELD_NICE)
+    want = min(19, base + runs.YIELD_NICE)
 
     def nice_of_a_run(delay: float, started=None) -> int:
         out = tmp_path / f"nice-{uuid.uuid4().hex}"      # `nice` prints the niceness
@@ -215,7 +215,7 @@ def test_compiler_runs_step_back_while_a_caller_waits_on_other_work(tmp_path):
         compiler._run_compiler(cmd, ["sh"], "unit.c")
         return int(out.read_text())
     assert nice_of_a_run(0) == base
-    with compiler.yield_cpus():
+    with runs.yield_cpus():
         assert nice_of_a_run(0.1) == want
     assert nice_of_a_run(0) == base
     flag = tmp_path / "started"
@@ -224,7 +224,7 @@ def test_compiler_runs_step_back_while_a_caller_waits_on_other_work(tmp_path):
     t.start()
     while not flag.exists():
         time.sleep(0.005)
-    with compiler.yield_cpus():
+    with runs.yield_cpus():
         t.join()
     assert result == [want]
 
@@ -236,7 +236,7 @@ def test_a_compile_reports_what_is_left_of_it(cache):
     src = add_source("reported")
     other = threading.Thread(target=compiler.build, args=(add_source("elsewhere"),))
     other.start()
-    with compiler.reporting(seen.append):
+    with runs.reporting(seen.append):
         assert call_add(compiler.build(src), 2, 3) == 5
         assert len(seen) == 1 and compiler.LINK_S < seen[0] < 60, seen
         compiler.build(src)
