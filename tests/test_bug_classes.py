@@ -283,6 +283,22 @@ def test_stitch_row_read_through_a_broadcast_only_the_checks_prove_exact():
     check_against_jax(f, ({0: "a"},), make, (1, 2, 3, 7, 13), tol=1e-6)
 
 
+def test_branch_result_whose_size_the_launcher_derives():
+    # found by the fuzzer (slow tier, batch seed 14559357): both branches of a cond broadcast to
+    # [ceil(a / 2), a, 1], a size jax writes as a select on signs (a dim `_h0` the launcher
+    # derives); its `>= 0` check stayed in the branch, while the program around the cond
+    # allocates the cond's result (of that size) before a branch runs, and the plan checker
+    # refused the program. The check now goes to the program that derives the dim.
+    def f(x1):
+        a = x1.shape[0]
+        v2 = jax.lax.reduce_window(x1, -jnp.inf, jax.lax.max, (1, 2, 3), (2, 1, 1), "SAME")
+        v3 = jax.lax.cond(jnp.asarray(a) > 1, lambda p: jax.nn.logsumexp(p, axis=2, keepdims=True),
+                          lambda p: jnp.sum(p, axis=2, keepdims=True), v2)
+        return v3[:, :, ::3]
+    make = lambda n: (np.linspace(-2, 2, n * n, dtype=np.float32).reshape(n, n, 1),)
+    check_against_jax(f, ({0: "a", 1: "a"},), make, (0, 1, 2, 3, 7, 13), tol=1e-6)
+
+
 def test_variadic_reduce_over_inputs_whose_sizes_agree_only_at_run_time():
     # found by the fuzzer (batch seed 38100041): argmax over a pad with interior padding; the
     # padded size is b + max(b - 1, 0) + 1 and argmax's iota 2*b, equal for b >= 1 only. No

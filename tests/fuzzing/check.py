@@ -64,8 +64,8 @@ def check(progs: list[Program], envs: list[dict], seeds=None) -> list[list[Failu
     if not progs:
         return []
     fails = _check(progs, envs, seeds)
-    if not any(f.kind == "ShapeError" and "jax.export could not trace" in f.message
-               for fl in fails for f in fl):
+    if not any(f.kind in ("ShapeError", "JdiscError") and "jax.export could not trace" in
+               f.message for fl in fails for f in fl):    # JdiscError: jax's own TypeError
         return fails
     ok = [i for i, p in enumerate(progs) if exportable(p)]
     if len(ok) == len(progs):

@@ -288,14 +288,21 @@ class _Propagator(SymbolicContents, IndexingShapes):
 
     # -- control flow: regions are propagated in place, their checks hoisted -----------------
     def visit_block(self, block) -> None:
-        """A region: its checks are its own (a loop body that never runs checks nothing)."""
+        """A region: its checks are its own (a loop body that never runs checks nothing), but
+        for the `>= 0` check of a dim the launcher derives from host values (bind_host_value),
+        which goes to the program around it: that dim is the whole program's (a branch's
+        result may have it, and the program allocates that result before the branch runs),
+        and jax too rejects a negative size in a branch or body it traces but never runs."""
         outer, self.prog.checks = self.prog.checks, []
         outer_checked, self.nonneg_checked = self.nonneg_checked, set(self.nonneg_checked)
         try:
             for op in block.ops:
                 self.visit(op)
         finally:
-            block.checks.extend(self.prog.checks)
+            derived = {symbolic.var(name) for name, _ in self.prog.derived}
+            for c in self.prog.checks:
+                hoisted = c.cmp == ">=" and c.rhs == 0 and c.lhs in derived
+                (outer if hoisted else block.checks).append(c)
             self.prog.checks, self.nonneg_checked = outer, outer_checked
 
     def shape_while(self, op):
