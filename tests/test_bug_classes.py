@@ -299,6 +299,27 @@ def test_branch_result_whose_size_the_launcher_derives():
     check_against_jax(f, ({0: "a", 1: "a"},), make, (0, 1, 2, 3, 7, 13), tol=1e-6)
 
 
+def test_shifts_by_out_of_range_amounts_in_a_parallel_kernel():
+    # found by the fuzzer (slow tier, batch seed 16248555): x1 << x0 and x2 << x0 in one loop
+    # kernel over [4, 4, 2] int32, shift amounts -3..3; GCC 12 (-O3, AVX2) if-converted the
+    # shift's range test and gave 0 in 3 of 32 lanes. The kernel carried JD_KEEP_BRANCHES, which
+    # avoids that miscompile, but its loop lives in its parallel loop's function, which did
+    # not; it does now (test_compiler_probe.py checks the generated C for every such loop)
+    def f(x0, x1, x2):
+        v3 = jax.lax.shift_left(x2, x0)
+        return jax.lax.shift_left(x1, x0), v3
+    rng = np.random.default_rng(16248555002)
+    x0 = rng.integers(-3, 3, (4, 4, 2), endpoint=True).astype(np.int32)
+    x1 = rng.integers(-3, 2, (4, 4, 2), endpoint=True).astype(np.int32)
+    x2 = rng.integers(-5, 50, (1, 1, 1), endpoint=True).astype(np.int32)
+    for got, want in zip(jdisc.jit(f)(x0, x1, x2), jax.jit(f)(x0, x1, x2)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    make = lambda n: (np.arange(-40, 8 * n - 40, dtype=np.int32).reshape(n, 4, 2) % 37 - 3,
+                      np.arange(8 * n, dtype=np.int32).reshape(n, 4, 2) - 5,
+                      np.full((1, 1, 1), 7, np.int32))
+    check_against_jax(f, ({0: "n"}, {0: "n"}, None), make, (1, 2, 3, 7, 13, 64), tol=0)
+
+
 def test_variadic_reduce_over_inputs_whose_sizes_agree_only_at_run_time():
     # found by the fuzzer (batch seed 38100041): argmax over a pad with interior padding; the
     # padded size is b + max(b - 1, 0) + 1 and argmax's iota 2*b, equal for b >= 1 only. No

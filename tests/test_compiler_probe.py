@@ -102,3 +102,22 @@ def test_pooling_keeps_its_branches_only_where_it_tests_bounds():
     assert window_kernels("VALID") and not any(map(needs_branches, window_kernels("VALID")))
     # SAME over dynamic H/W: padding, hence a bounds test around the lane loop
     assert all(map(needs_branches, window_kernels("SAME")))
+
+
+def test_parallel_loops_keep_their_kernels_branches():
+    # a kernel's loops live in the functions of its parallel loops (cwriter.parallel): those
+    # carry JD_KEEP_BRANCHES too (until 2026-12-07 only the kernel's own function did, and
+    # GCC 12 miscompiled a shift's lanes: test_bug_classes.py)
+    import re
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    for f, x in [(lambda x: jnp.pad(x, 1) * 2, np.ones((4, 16), np.float32)),
+                 (lambda i: jax.lax.shift_left(i, i - 2), np.ones((4, 4, 2), np.int32))]:
+        c = jdisc.jit(f, dynamic_axes=({0: "n"},)).compiled_for(x).c_source
+        kept = re.findall(r"JD_KERNEL JD_KEEP_BRANCHES int (\w+)\(", c)
+        pieces = re.findall(r"^(.*)static void (\w+)_p\d+\(", c, re.M)
+        assert kept and pieces
+        for attrs, owner in pieces:
+            assert (owner in kept) == ("JD_KEEP_BRANCHES" in attrs), (owner, attrs)

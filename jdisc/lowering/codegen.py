@@ -363,8 +363,12 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
     params, inputs, outs = _kernel_params(k, dim, dim_params)
     less = sort.emit_comparator(w, k, inputs, params, dim) if k.kind == "sort" else None
     branches = needs_branches(k)
+    keep = "JD_KEEP_BRANCHES " if branches else ""
     for fname, assume in variants:
-        kw = CWriter(w.unit, fname, params)      # the body, and its parallel loops' functions
+        # the body, and its parallel loops' functions: those hold its loops, and take the
+        # attribute too (until 2026-12-07 only the kernel's own function had it, and GCC
+        # if-converted the loops of parallel kernels: test_bug_classes.py)
+        kw = CWriter(w.unit, fname, params, attributes=keep)
         kw.level = 1
         emit, returns = _EMITTERS.get(k.kind, _DEFAULT_EMITTER)
         emit(KernelContext(kw, k, inputs, outs, dim, assume, less, branches))
@@ -379,7 +383,6 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
              else ", general version" if guards else "")
           + c_comment(f": {', '.join(sorted({op.name for op in k.ops} - {'constant'}))}")
           + " */")
-        keep = "JD_KEEP_BRANCHES " if branches else ""
         w(f"JD_KERNEL {keep}int {fname}({', '.join(params)}) {{")
         w.lines.extend(kw.lines)
         w("}")

@@ -9,13 +9,16 @@ from typing import Sequence
 
 
 class CWriter:
-    def __init__(self, indent: str = "  ", function: str = "", params: Sequence[str] = ()):
+    def __init__(self, indent: str = "  ", function: str = "", params: Sequence[str] = (),
+                 attributes: str = ""):
         """`function` and `params`: the C function being written (its name and parameter
-        declarations), which `parallel` loops are cut out of."""
+        declarations), which `parallel` loops are cut out of; `attributes`: what precedes the
+        function's return type (JD_KEEP_BRANCHES), given to those loops' functions too."""
         self.lines: list[str] = []
         self.level = 0
         self.unit = indent
         self.function, self.params = function, tuple(params)
+        self.attributes = attributes
         self.outlined: list[str] = []   # the functions of `parallel` loops: written before it
         self._region: _Region | None = None
 
@@ -56,7 +59,8 @@ class CWriter:
             f("jd_region jd;")
             for ctype_, field in fields:
                 f(f"{ctype_}{'' if ctype_.endswith('*') else ' '}{field};")
-        with f.block(f"static void {name}(const void *jd_ctx, int64_t jd_piece)"):
+        with f.block(f"{self.attributes}static void {name}(const void *jd_ctx, "
+                     f"int64_t jd_piece)"):
             f(f"const {name}_ctx *jd_c = (const {name}_ctx *)jd_ctx;")
             for p in self.params:
                 f(f"{p} = jd_c->{_decl_name(p)}; (void){_decl_name(p)};")
