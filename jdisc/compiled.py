@@ -12,7 +12,7 @@ import numpy as np
 
 from jdisc import sharding
 from jdisc.custom_calls import runtime
-from jdisc.errors import ArgumentError, DtypeError, ShapeError
+from jdisc.errors import ArgumentError, DtypeError, JdiscError, RuntimeCheckError, ShapeError
 from jdisc.export.exporter import ExportedFunction
 from jdisc.export.specs import dim_variables
 
@@ -62,7 +62,7 @@ class Compiled:
             return None
         try:
             return fast(flat_args)
-        except ShapeError as err:
+        except (ShapeError, RuntimeCheckError) as err:
             raise self._explain_shape_error(err, flat_args) from None
 
     def call_flat(self, flat_args: Sequence[Any]) -> list[jax.Array]:
@@ -83,7 +83,7 @@ class Compiled:
             device = _committed_device(flat_args, self.leaves)
             try:
                 outs = fast.numpy(flat_args, None)
-            except ShapeError as err:
+            except (ShapeError, RuntimeCheckError) as err:
                 raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:
                 return [runtime.to_jax(o, device) for o in outs]
@@ -95,7 +95,7 @@ class Compiled:
                 outs = fast.numpy(kept, tuple(given[j][1] if j in given else None
                                               for j in range(len(self.exported.out_names)))
                                   if given else None)
-            except ShapeError as err:
+            except (ShapeError, RuntimeCheckError) as err:
                 raise self._explain_shape_error(err, flat_args) from None
             if outs is not None:
                 return self._wrap(outs, device, given, flat_args)
@@ -119,7 +119,7 @@ class Compiled:
         given = self._donated_buffers(flat_args) if donation else {}
         try:
             outs = self.executable.run_pointers(shapes, pointers, given)
-        except ShapeError as err:
+        except (ShapeError, RuntimeCheckError) as err:
             raise self._explain_shape_error(err, flat_args) from None
         del alive
         return self._wrap(outs, device, given, flat_args)
@@ -196,13 +196,16 @@ class Compiled:
                 given[j] = (x, view)
         return given
 
-    def _explain_shape_error(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
+    def _explain_shape_error(self, err: ShapeError | RuntimeCheckError,
+                             flat_args: Sequence[Any]) -> JdiscError:
         """A failed check, said in the user's terms: for a violated constraint (`b >= 4`),
         which argument and axis each of its dimension variables was read from; for an op's
-        check that fails at a dimension of size 0, that jax.export assumed it >= 1."""
+        check that fails at a dimension of size 0, that jax.export assumed it >= 1 (a
+        ShapeError, also where the check is a loop body's or a branch's, made when it runs:
+        a RuntimeCheckError otherwise)."""
         text = str(err)
         m = re.search(r"symbolic shape constraint (.*?)\. Expected", text)
-        if not m:
+        if not m or isinstance(err, RuntimeCheckError):
             return self._size_zero_note(err, flat_args)
         used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(1)))
         where = []
@@ -215,7 +218,7 @@ class Compiled:
                                  f"{size}")
         return ShapeError(text.rstrip() + (" (" + "; ".join(where) + ")" if where else ""))
 
-    def _size_zero_note(self, err: ShapeError, flat_args: Sequence[Any]) -> ShapeError:
+    def _size_zero_note(self, err: JdiscError, flat_args: Sequence[Any]) -> JdiscError:
         """jax.export traces with every symbolic dim >= 1, and the traced program may rely on
         it (`x[:, :1]` is a slice of min(1, n), which it simplifies to 1): an op's check that
         fails while a dimension named alone is 0 gets a note saying so, and how to write an

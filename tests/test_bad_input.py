@@ -250,3 +250,19 @@ def test_a_check_that_fails_at_size_0_says_what_jax_export_assumed():
         x = np.ones((2, n), np.float32)
         assert np.asarray(g(x)).shape == jax.jit(lambda x: x[:, :1] * 2)(x).shape
     assert g.stats()["compiles"] == 1
+
+
+def test_a_loop_bodys_check_that_fails_at_size_0_is_a_shape_error_too():
+    # found by the fuzzer (slow tier, batch seed 15337814): the same check inside a loop body
+    # runs when the body does, and its failure was a bare RuntimeCheckError, without the note
+    def f(x, c):
+        b = x.shape[1]
+        body = lambda i, c: jnp.clip(-c, 0, 40) + (c[:, :1] * 0).sum() + b
+        return jax.lax.fori_loop(0, 1, body, c)
+    f_jd = jdisc.jit(f, dynamic_axes=({1: "n"}, {1: "n"}))
+    x, c = np.ones((2, 3), np.float32), np.arange(6, dtype=np.int32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(f_jd(x, c)), np.asarray(jax.jit(f)(x, c)))
+    with pytest.raises(ShapeError, match=r"stablehlo\.(dynamic_)?gather .*n = 0.* jax.export "
+                                         r"assumes every symbolic dimension is >= 1.*'n' "
+                                         r"\(argument"):
+        f_jd(np.ones((2, 0), np.float32), np.ones((2, 0), np.int32))
