@@ -31,8 +31,8 @@ from fuzzing.check import check, compare, exportable, is_error, reference, toler
 from fuzzing.control_ops import CONTROL, OPS
 from fuzzing.facts import (BOOL, F32, I32, NAMES, SIZES, SYM, Facts, Failure, Input, Invalid, Node,
                            Program, Typing, at, deps, same)
-from fuzzing.generator import (GEN_WEIGHTS, OPS_RANGES, Generator, batch_seeds, draw_envs,
-                               random_batch, random_program)
+from fuzzing.generator import (FIRST_WEIGHTS, GEN_WEIGHTS, OPS_RANGES, Generator, batch_seeds,
+                               draw_envs, random_batch, random_program)
 from fuzzing.infer import dynamic_axes, infer, input_facts, input_type, make_fn, run_program
 from fuzzing.ops import Ctx, Op
 from fuzzing.printer import function_source, input_code, make_inputs, source
@@ -40,7 +40,7 @@ from fuzzing.shrink import dce, same_failure, shrink, signature
 from fuzzing.worker import Crash, Worker, serve
 
 __all__ = [
-    "BOOL", "CONTROL", "F32", "GEN_WEIGHTS", "I32", "NAMES", "OPS", "OPS_RANGES", "SIZES", "SYM",
+    "BOOL", "CONTROL", "F32", "FIRST_WEIGHTS", "GEN_WEIGHTS", "I32", "NAMES", "OPS", "OPS_RANGES", "SIZES", "SYM",
     "Crash", "Ctx", "Facts", "Failure", "Finding", "Generator", "Input", "Invalid", "Node", "Op",
     "Program", "Typing", "Worker", "at", "batch_seeds", "check", "check_programs", "compare",
     "dce", "deps", "draw_envs", "dynamic_axes", "exportable", "function_source", "infer",
@@ -62,6 +62,9 @@ def main(argv=None):
     ap.add_argument("--shrink-s", type=float, default=90, help="per failing program")
     ap.add_argument("--findings", default=None, help="append each finding here (markdown)")
     ap.add_argument("--log", default=None, help="append one JSON line per batch here")
+    ap.add_argument("--ops", choices=("all", "first"), default="all",
+                    help="first: the op table up to 2026-12-07, to regenerate a batch seed "
+                         "recorded before then")
     args = ap.parse_args(argv)
     first = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "little")
     t0, done, failed = time.time(), 0, 0
@@ -88,7 +91,8 @@ def main(argv=None):
                              + "\n")
         results = run_batches(seeds, args.batch, workers=args.workers, log=log,
                               shrink_budget_s=1e9, shrink_each_s=args.shrink_s,
-                              want_shrink=want_shrink, shrink_refusals=True)
+                              want_shrink=want_shrink, shrink_refusals=True,
+                              weights=FIRST_WEIGHTS if args.ops == "first" else None)
         for seed in seeds:
             for fd in results[seed]:
                 text = (f"\n## batch seed {seed}, program {fd.index}: {signature(fd.failure)}"

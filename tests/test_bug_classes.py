@@ -361,3 +361,22 @@ def test_same_pooling_over_a_strided_slice_of_a_dynamic_dim():
                                      "SAME") * 1.0
     make = lambda n: (np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n, 1),)
     check_against_jax(f, ({0: "a", 1: "a"},), make, (1, 2, 3, 4, 7, 13), tol=0)
+
+
+@pytest.mark.parametrize("k, start", [(2, -1), (2, 1), (1, 0), (3, 5)])
+def test_update_from_a_slice_of_its_own_operand_in_place(k, start, monkeypatch):
+    # found by the fuzzer (batch seed 10955150): dynamic_update_slice(x, x[:2], -1) then a
+    # transpose, x donated. jdisc was right; XLA:CPU (jax 0.10.2) was not: it fuses the update
+    # into an in-place loop that reads rows it has already written ([0, 0, 0] for x = [0, 1, 2]).
+    # The reference here is jax run op by op (no fusion), static and dynamic rows, in place.
+    monkeypatch.setenv("JDISC_DONATE_MIN_BYTES", "0")
+
+    def f(x):
+        return jax.lax.dynamic_update_slice_in_dim(x, x[:k], start, axis=0).T
+    for n, axes in [(3, (None,)), (3, ({0: "n"},)), (7, ({0: "n"},)), (13, ({0: "n"},))]:
+        x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+        with jax.disable_jit():
+            want = np.asarray(f(jnp.asarray(x)))
+        jf = jdisc.jit(f, dynamic_axes=axes, donate_argnums=(0,), bridge=False)
+        got = np.asarray(jf(jnp.asarray(x)))
+        np.testing.assert_array_equal(got, want)

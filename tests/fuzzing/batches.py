@@ -90,7 +90,7 @@ def check_programs(worker: Worker, progs: list[Program], envs: list[dict], seeds
                 result[i] = _blame_refusals(run, i, fl)
             return result
         first = next(f for fl in fails for f in fl
-                     if f.kind not in ("mismatch", "compiles", "size0"))
+                     if f.kind not in ("mismatch", "compiles", "size0", "xla"))
         at_envs = [first.env] if first.env else envs
         idx = todo
         while len(idx) > 1:
@@ -123,7 +123,7 @@ def still_fails_like(worker: Worker, failure: Failure, input_seed: int) -> Calla
 
 def run_batches(seeds, n_programs: int, ranges=OPS_RANGES, workers: int = 2,
                 shrink_budget_s: float = 240, shrink_each_s: float = 90, log=None,
-                want_shrink=lambda fd: True, shrink_refusals=False
+                want_shrink=lambda fd: True, shrink_refusals=False, weights: dict | None = None
                 ) -> dict[int, list[Finding]]:
     """Findings per batch seed. Batches are generated and checked by `workers` worker
     processes in parallel; failing programs are then isolated and shrunk (at most
@@ -137,7 +137,7 @@ def run_batches(seeds, n_programs: int, ranges=OPS_RANGES, workers: int = 2,
         with lock:
             w = free.pop()
         try:
-            progs, envs, fails = w.batch(seed, n_programs, ranges)
+            progs, envs, fails = w.batch(seed, n_programs, ranges, weights)
             seeds_ = batch_seeds(seed, n_programs)
             if fails is None:                    # an error or crash: find the culprits
                 fails = check_programs(w, progs, envs, seeds_)
@@ -151,7 +151,7 @@ def run_batches(seeds, n_programs: int, ranges=OPS_RANGES, workers: int = 2,
     results = {}
     with concurrent.futures.ThreadPoolExecutor(len(pool)) as ex:
         for seed, progs, envs, fails in ex.map(one, seeds):
-            results[seed] = [Finding(seed, i, sorted(fl, key=lambda f: f.kind == "size0")[0],
+            results[seed] = [Finding(seed, i, sorted(fl, key=lambda f: f.kind in ("size0", "xla"))[0],
                                      progs[i], envs) for i, fl in enumerate(fails) if fl]
             if log:
                 log(seed, results[seed])

@@ -125,6 +125,49 @@ class ShapeGens:
         idx = self.pick(lambda w: self.kind(w) == "i" and len(self.shape(w)) <= 2)
         self.add("take", [v, idx], {"axis": self.r(len(self.shape(v)))})
 
+    def gen_dus(self):
+        """A KV cache's update: lax.dynamic_update_slice_in_dim(x, u[:k], start, axis), u of
+        x's shape (k None: all of it), the start a constant or an int scalar of the program."""
+        v = self.pick(lambda v: len(self.shape(v)) >= 1)
+        s = self.shape(v)
+        u = self.pick(lambda w: self.types[w].dtype == self.types[v].dtype
+                      and len(self.shape(w)) == len(s)
+                      and all(same(x, y) for x, y in zip(s, self.shape(w))))
+        p = {"axis": self.r(len(s)), "k": self.choice([None, 1, 1, 2])}
+        if self.ctx.minn([s[p["axis"]]]) < 1:      # u[:k] of an axis that may be 0 is a
+            p["k"] = None                           # gather jax.export sizes for >= 1 only
+        start = self.maybe(lambda w: self.kind(w) == "i" and self.shape(w) == ())
+        if start is not None and self.r() < 0.7:
+            self.add("dus", [v, u, start], p)
+        else:
+            self.add("dus", [v, u], {**p, "start": self.choice([0, 1, 3, -1])})
+
+    def gen_roll(self):
+        v = self.pick(lambda v: len(self.shape(v)) >= 1)
+        axis = self.r(len(self.shape(v)))
+        shift = self.maybe(lambda w: self.kind(w) == "i" and self.shape(w) == ())
+        if shift is not None and self.r() < 0.5:
+            self.add("roll", [v, shift], {"axis": axis})
+        else:
+            self.add("roll", [v], {"axis": axis, "shift": self.choice([1, -1, 2, 5])})
+
+    def gen_tile(self):
+        v = self.pick(lambda v: 1 <= len(self.shape(v)) <= 3)
+        if self.r() < 0.5:
+            reps = [self.choice([1, 1, 2, 3]) for _ in self.shape(v)]
+            self.add("tile", [v], {"reps": reps})
+        else:
+            self.add("repeat", [v], {"k": self.choice([2, 3]),
+                                     "axis": self.r(len(self.shape(v)))})
+
+    def gen_conv(self):
+        """A 1-D convolution, NCW, of fixed weights over c static channels."""
+        v = self.pick(lambda v: self.kind(v) == "f" and len(self.shape(v)) == 3
+                      and isinstance(self.shape(v)[1], int) and 1 <= self.shape(v)[1] <= 4)
+        self.add("conv", [v], {"o": self.choice([1, 2, 3]), "k": self.choice([1, 2, 3]),
+                               "stride": self.choice([1, 1, 2]), "dil": self.choice([1, 1, 2]),
+                               "padding": self.choice(["SAME", "VALID"])})
+
     def gen_concat(self):
         v = self.pick(lambda v: len(self.shape(v)) >= 1)
         s = self.shape(v)

@@ -24,6 +24,7 @@ from jax import lax
 from .elementwise import CMP, cvt_facts, cvt_run, cvt_src, fadd, table_for
 from .facts import (BOOL_FACTS, INT_MAX, INT_MIN, TRANS, U, Facts, Invalid, at, dim_value,
                     ffacts, hull, ifacts)
+from .update_ops import UPDATE_OPS
 
 
 @dataclasses.dataclass
@@ -593,4 +594,5 @@ DATA_OPS: dict[str, Op] = {
     "cvt": Op(cvt_run, cvt_src, cvt_facts),
     "scatter": Op(_scatter_run, _scatter_src, _scatter_facts),
     "pool": Op(_pool_run, _pool_src, _pool_facts),
+    **{name: Op(*entry) for name, entry in UPDATE_OPS.items()},
 }

@@ -43,10 +43,11 @@ class Worker:
         (a subset of the sizes it was generated for can be one: facts depend on the sizes)."""
         return self._call(("check", progs, envs, list(seeds)))
 
-    def batch(self, seed: int, n: int, ranges=OPS_RANGES):
-        """(programs, envs, failures per program) of batch `seed`, generated and checked in
-        the worker; failures None when the check raised or crashed (see check_programs)."""
-        gen = self._call(("batch", seed, n, tuple(ranges)))
+    def batch(self, seed: int, n: int, ranges=OPS_RANGES, weights: dict | None = None):
+        """(programs, envs, failures per program) of batch `seed` (generated with the op
+        weights `weights`, default the generator's), generated and checked in the worker;
+        failures None when the check raised or crashed (see check_programs)."""
+        gen = self._call(("batch", seed, n, tuple(ranges), weights))
         try:
             return self._reply()
         except (Crash, RuntimeError, Invalid):     # check_programs will find out more
@@ -103,8 +104,8 @@ def _receive(f, timeout_s=None):
     return pickle.loads(read(n))
 
 
-def _serve_batch(seed, n, ranges):
-    progs, envs = random_batch(seed, n, ranges)
+def _serve_batch(seed, n, ranges, weights):
+    progs, envs = random_batch(seed, n, ranges, weights)
     _send(_PROTO_OUT, ("generated", progs, envs))      # the caller knows them if this crashes
     fails = check(progs, envs, batch_seeds(seed, n))
     return progs, envs, None if is_error(fails) else fails
