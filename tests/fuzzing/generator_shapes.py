@@ -168,6 +168,35 @@ class ShapeGens:
                                "stride": self.choice([1, 1, 2]), "dil": self.choice([1, 1, 2]),
                                "padding": self.choice(["SAME", "VALID"])})
 
+    def gen_tala(self):
+        """jnp.take_along_axis(x, idx, axis): idx an int value of x's shape but along axis, or
+        the argsort of a value of x's shape (sorting one array by another's order)."""
+        x = self.pick(lambda v: len(self.shape(v)) >= 1)
+        s, axis = self.shape(x), self.r(len(self.shape(x)))
+
+        def fits(w, kinds):
+            t = self.shape(w)
+            return (self.kind(w) in kinds and len(t) == len(s)
+                    and all(same(p, q) for i, (p, q) in enumerate(zip(s, t)) if i != axis))
+        idx = self.maybe(lambda w: fits(w, "i"))
+        if idx is None or self.r() < 0.4:
+            key = self.pick(lambda w: fits(w, "fi") and same(self.shape(w)[axis], s[axis])
+                            and self.facts[w].err == 0)
+            idx = self.add("argsort", [key], {"axis": axis})
+        self.add("tala", [x, idx], {"axis": axis, "mode": self.choice(["clip", "fill"])})
+
+    def gen_topk(self):
+        x = self.pick(lambda v: self.kind(v) in "fi" and len(self.shape(v)) >= 1
+                      and isinstance(self.shape(v)[-1], int) and self.shape(v)[-1] >= 1)
+        k = 1 + self.r(min(3, self.shape(x)[-1]))
+        self.add("topk", [x], {"k": k, "out": self.r(2)})
+
+    def gen_segsum(self):
+        x = self.pick(lambda v: self.kind(v) in "fi" and len(self.shape(v)) >= 1)
+        ids = self.pick(lambda w: self.kind(w) == "i" and len(self.shape(w)) == 1
+                        and same(self.shape(w)[0], self.shape(x)[0]))
+        self.add("segsum", [x, ids], {"n": self.choice([1, 3, 5, "rows"])})
+
     def gen_concat(self):
         v = self.pick(lambda v: len(self.shape(v)) >= 1)
         s = self.shape(v)

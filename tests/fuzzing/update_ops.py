@@ -1,5 +1,6 @@
 """Op entries for patterns users write that the first op table lacked: a KV cache's
-`dynamic_update_slice`, `jnp.roll`, `jnp.tile` / `jnp.repeat`, and a 1-D convolution
+`dynamic_update_slice`, `jnp.roll`, `jnp.tile` / `jnp.repeat`, a 1-D convolution,
+`jnp.take_along_axis`, `lax.top_k` and `jax.ops.segment_sum`
 (`DATA_OPS` of `fuzzing.ops` takes them in; the generator's `gen_` methods are in
 `fuzzing.generator_shapes`).
 
@@ -10,10 +11,14 @@ strided convolution) is what jdisc gets too.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 from jax import lax
 
-from .facts import U, ffacts, hull
+import jax
+
+from .facts import U, Facts, Invalid, at, ffacts, hull, ifacts
 
 
 def _cut(axis: int, k) -> tuple:
@@ -81,6 +86,60 @@ def _same_values(node, fs, ctx):
     return fs[0]
 
 
+def _tala_run(node, xs, ctx):
+    if node.p["mode"] == "clip":
+        return jnp.take_along_axis(xs[0], xs[1], axis=node.p["axis"], mode="clip")
+    return jnp.take_along_axis(xs[0], xs[1], axis=node.p["axis"], mode="fill", fill_value=0)
+
+
+def _tala_src(node, n, ctx):
+    mode = "'clip'" if node.p["mode"] == "clip" else "'fill', fill_value=0"
+    return f"jnp.take_along_axis({n[0]}, {n[1]}, axis={node.p['axis']}, mode={mode})"
+
+
+def _tala_facts(node, fs, ctx):
+    return fs[0] if node.p["mode"] == "clip" else hull(fs[0], Facts(0, 0))
+
+
+def _tala_needs(node, ctx):
+    """mode='clip' gathers from an empty axis only where the result is empty too."""
+    if node.p["mode"] != "clip":
+        return []
+    d = ctx.types[node.args[0]].shape[node.p["axis"]]
+    idx = ctx.types[node.args[1]].shape
+    return [lambda env: at(d, env) >= 1 or math.prod(at(x, env) for x in idx) == 0]
+
+
+def _topk_facts(node, fs, ctx):
+    """Values, or indices (ties: the lower index first, in jax's contract; inexact values
+    could order differently, so they are not taken)."""
+    if node.p["out"] == 0:
+        return fs[0]
+    if fs[0].err:
+        raise Invalid("top_k indices of inexact values")
+    return ifacts(0, ctx.types[node.args[0]].shape[-1] - 1)
+
+
+def _segsum_run(node, xs, ctx):
+    n = node.p["n"] if isinstance(node.p["n"], int) else xs[0].shape[0]
+    return jax.ops.segment_sum(xs[0], xs[1], num_segments=n)
+
+
+def _segsum_src(node, n, ctx):
+    segs = node.p["n"] if isinstance(node.p["n"], int) else f"{n[0]}.shape[0]"
+    return f"jax.ops.segment_sum({n[0]}, {n[1]}, num_segments={segs})"
+
+
+def _segsum_facts(node, fs, ctx):
+    """Ids out of range are dropped; all rows may land in one segment (their count's worth of
+    roundings), or none (0)."""
+    f, rows = fs[0], ctx.maxn([ctx.types[node.args[0]].shape[0]])
+    lo, hi = min(0, rows * f.lo), max(0, rows * f.hi)
+    if ctx.types[node.args[0]].dtype.kind == "i":
+        return ifacts(lo, hi)
+    return ffacts(lo, hi, rows * f.err + (rows + 1) * U * max(abs(lo), abs(hi)))
+
+
 UPDATE_OPS = {
     "dus": (_dus_run, _dus_src, lambda node, fs, ctx: hull(fs[0], fs[1])),
     "roll": (_roll_run, _roll_src, _same_values),
@@ -90,5 +149,10 @@ UPDATE_OPS = {
                lambda node, n, ctx: f"jnp.repeat({n[0]}, {node.p['k']}, axis={node.p['axis']})",
                _same_values),
     "conv": (_conv_run, _conv_src, _conv_facts),
+    "tala": (_tala_run, _tala_src, _tala_facts, _tala_needs),
+    "topk": (lambda node, xs, ctx: lax.top_k(xs[0], node.p["k"])[node.p["out"]],
+             lambda node, n, ctx: f"lax.top_k({n[0]}, {node.p['k']})[{node.p['out']}]",
+             _topk_facts),
+    "segsum": (_segsum_run, _segsum_src, _segsum_facts),
 }
 
