@@ -27,7 +27,8 @@ import os
 import time
 
 from fuzzing.batches import Finding, check_programs, run_batches, shrink_finding, still_fails_like
-from fuzzing.check import check, compare, exportable, is_error, reference, tolerance
+from fuzzing.check import (check, compare, exportable, is_error, op_by_op, reference,
+                            tolerance)
 from fuzzing.control_ops import CONTROL, OPS
 from fuzzing.facts import (BOOL, F32, I32, NAMES, SIZES, SYM, Facts, Failure, Input, Invalid, Node,
                            Program, Typing, at, deps, same)
@@ -40,14 +41,14 @@ from fuzzing.shrink import dce, same_failure, shrink, signature
 from fuzzing.worker import Crash, Worker, serve
 
 __all__ = [
-    "BOOL", "CONTROL", "F32", "FIRST_WEIGHTS", "GEN_WEIGHTS", "I32", "NAMES", "OPS", "OPS_RANGES", "SIZES", "SYM",
-    "Crash", "Ctx", "Facts", "Failure", "Finding", "Generator", "Input", "Invalid", "Node", "Op",
-    "Program", "Typing", "Worker", "at", "batch_seeds", "check", "check_programs", "compare",
-    "dce", "deps", "draw_envs", "dynamic_axes", "exportable", "function_source", "infer",
-    "input_code", "input_facts", "input_type", "is_error", "main", "make_fn", "make_inputs",
+    "BOOL", "CONTROL", "F32", "FIRST_WEIGHTS", "GEN_WEIGHTS", "I32", "NAMES", "OPS", "OPS_RANGES",
+    "SIZES", "SYM", "at", "batch_seeds", "check", "check_programs", "compare", "Crash", "Ctx",
+    "dce", "deps", "draw_envs", "dynamic_axes", "exportable", "Facts", "Failure", "Finding",
+    "function_source", "Generator", "infer", "Input", "input_code", "input_facts", "input_type",
+    "Invalid", "is_error", "main", "make_fn", "make_inputs", "Node", "Op", "op_by_op", "Program",
     "random_batch", "random_program", "reference", "run_batches", "run_program", "same",
     "same_failure", "serve", "shrink", "shrink_finding", "signature", "source",
-    "still_fails_like", "tolerance",
+    "still_fails_like", "tolerance", "Typing", "Worker",
 ]
 
 

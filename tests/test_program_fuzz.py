@@ -35,6 +35,7 @@ import time
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -340,14 +341,53 @@ def test_deep_dag_compiles_linear_in_depth(make_fn, n_args):
     assert_compile_linear(make_fn, [x] * n_args, ({0: "a"},) * n_args)
 
 
-def test_a_disagreement_that_is_xlas_is_recorded_as_such():
-    """Batch seed 10955150, program 4, shrunk: jax.jit's in-place fusion of an update read from
-    its own operand gave [0, 0, 0] for x = [0, 1, 2] where jax op by op (and jdisc) give
-    [0, 0, 1]. The tie-breaker records it as XLA's ("xla"), not as jdisc's mismatch; were XLA
-    fixed, nothing would be found at all."""
-    prog = pf.Program([pf.Input(pf.F32, (3, 1))],
-                      [pf.Node("dus", (0, 0), {"axis": 0, "k": 2, "start": -1}),
-                       pf.Node("transpose", (1,), {"perm": (1, 0)})], [2])
-    fails = pf.check([prog], [{"a": 1, "b": 1}])
-    assert all(f.kind == "xla" for f in fails[0]), fails
+_XLA_WRONG = [   # (inputs, nodes, outputs): XLA:CPU's in-place update read from its operand
+    ([pf.Input(pf.F32, (3, 1))],
+     [pf.Node("dus", (0, 0), {"axis": 0, "k": 2, "start": -1}),
+      pf.Node("transpose", (1,), {"perm": (1, 0)})], [2]),
+    # batch seed 1780431: the tie-breaker had run the program on numpy inputs, where `.at` of
+    # the scatter beside it fails, and so reported XLA's wrong answer as jdisc's
+    ([pf.Input(pf.I32, (1,), ("int", 0, 40)), pf.Input(pf.F32, (3, 2, 1))],
+     [pf.Node("transpose", (1,), {"perm": (0, 2, 1)}),
+      pf.Node("dus", (2, 2), {"axis": 0, "k": 2, "start": 1}),
+      pf.Node("scatter", (0, 0), {"f": "add", "c": 1})], [4, 3]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_XLA_WRONG)))
+def test_a_disagreement_that_is_xlas_is_recorded_as_such(case):
+    """Batch seeds 10955150 (program 4) and 1780431 (program 1), shrunk: jax.jit's in-place
+    fusion of an update read from its own operand gave [0, 0, 0] for x = [0, 1, 2] where jax op
+    by op (and jdisc) give [0, 0, 1]. The tie-breaker records it as XLA's ("xla"), not as
+    jdisc's mismatch; were XLA fixed, nothing would be found at all."""
+    prog = pf.Program(*_XLA_WRONG[case])
+    args = pf.make_inputs(prog, {"a": 1, "b": 1}, 1780431001)
+    xla_wrong = any(not np.array_equal(w, e) for w, e in zip(
+        pf.reference(pf.make_fn(prog), args), pf.op_by_op(prog, args)))
+    fails = pf.check([prog], [{"a": 1, "b": 1}], [1780431001])
+    assert [f.kind for f in fails[0]] == (["xla"] if xla_wrong else []), fails
     assert not pf.is_error(fails)
+
+
+def test_the_call_inside_a_jax_trace_is_checked_too():
+    """Each size is also run as jax.jit(jf) (jdisc's program through XLA's FFI); a wrong
+    output there is a 'traced' failure of its program, and an exception inside the trace is
+    an error blamed on every program. A stand-in for jf that returns zeros shows both."""
+    from fuzzing import check as fc
+    prog, envs = pf.random_program(3, n_ops=6)
+    typing = pf.infer(prog, envs)
+    args = pf.make_inputs(prog, envs[0], 0)
+    want = pf.reference(pf.make_fn(prog), args)
+    if all(np.all(np.asarray(w) == 0) for w in want):
+        pytest.skip("a program whose outputs are all zero")
+    fails = [[]]
+    fc._check_traced(lambda *xs: tuple(jnp.zeros_like(w) for w in want), [prog], [typing],
+                     [args], want, envs[0], fails)
+    assert fails[0] and {f.kind for f in fails[0]} == {"traced"}, fails
+    assert not pf.is_error(fails)
+    fails = [[]]
+
+    def raises(*xs):
+        raise ValueError("boom")
+    fc._check_traced(raises, [prog], [typing], [args], want, envs[0], fails)
+    assert [f.kind for f in fails[0]] == ["traced ValueError"] and pf.is_error(fails)

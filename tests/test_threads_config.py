@@ -4,6 +4,7 @@ else the affinity mask capped by the cgroup's CPU quota (v1 and v2 layouts, fake
 import os
 import time
 
+import jax
 import pytest
 
 from jdisc.custom_calls import runtime
@@ -75,6 +76,29 @@ def test_kernels_and_gemms_share_one_pool(monkeypatch):
     assert handle.jd_pool_jobs() >= before + 2
     np.testing.assert_allclose(np.asarray(t), np.tanh(big) * 2, rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(np.asarray(mm), big @ w, rtol=1e-4, atol=1e-3)
+
+
+def test_split_pieces_runs_small_loops_in_pieces(monkeypatch):
+    """JDISC_SPLIT_PIECES (tests only: the fuzzer's odd batches) runs every kernel loop of more
+    than one row in that many pieces, however small: on the pool's threads here (a job each),
+    with the same results as one piece."""
+    import jax.numpy as jnp
+    import numpy as np
+    import jdisc
+    monkeypatch.setenv("JDISC_NUM_THREADS", "2")
+    fn = lambda x: (jnp.tanh(x) * 2, jnp.cumsum(x, axis=1), jax.nn.softmax(x, axis=1))  # noqa
+    x = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
+    want = jdisc.jit(fn, dynamic_axes=({0: "n"},))(x)
+    monkeypatch.setenv("JDISC_SPLIT_PIECES", "3")
+    f = jdisc.jit(fn, dynamic_axes=({0: "n"},))
+    f(x)
+    (compiled,) = f._compiled.values()
+    handle = compiled.executable.library.handle
+    before = handle.jd_pool_jobs()
+    got = f(x)
+    assert handle.jd_pool_jobs() > before
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
 def _threads_now(lib) -> int:

@@ -43,6 +43,9 @@ class Executable:
         self._local = threading.local()
         lib.jd_set_threads.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.jd_set_threads(num_threads(), int(threads_pinned()))
+        split = os.environ.get("JDISC_SPLIT_PIECES", "").strip()     # tests only
+        if hasattr(lib, "jd_set_split_pieces"):    # not in a package's library of 2026-12-06
+            lib.jd_set_split_pieces(int(split) if split.isdigit() else 0)
 
     @property
     def fast_call(self):

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Callable
 
-from .check import is_error
+from .check import NOT_ERRORS, is_error
 from .facts import Failure, Invalid, Program
 from .generator import OPS_RANGES, batch_seeds
 from .printer import source
@@ -90,7 +90,7 @@ def check_programs(worker: Worker, progs: list[Program], envs: list[dict], seeds
                 result[i] = _blame_refusals(run, i, fl)
             return result
         first = next(f for fl in fails for f in fl
-                     if f.kind not in ("mismatch", "compiles", "size0", "xla"))
+                     if f.kind not in NOT_ERRORS)
         at_envs = [first.env] if first.env else envs
         idx = todo
         while len(idx) > 1:

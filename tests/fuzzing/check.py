@@ -11,7 +11,7 @@ import numpy as np
 
 from .facts import Facts, Failure, Program, at
 from .infer import dynamic_axes, infer, input_type, make_fn
-from .printer import make_inputs
+from .printer import make_inputs, split_pieces
 
 
 def tolerance(facts: Facts, dtype) -> float:
@@ -46,6 +46,9 @@ def compare(got, want, tol: float) -> str | None:
     return None
 
 
+# failures of one program's outputs, not errors that stop the batch's call
+NOT_ERRORS = ("mismatch", "traced", "compiles", "size0", "xla")
+
 REFERENCE_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
@@ -59,7 +62,7 @@ def op_by_op(prog: Program, args):
     """The program run by jax one op at a time (no jit, so no fusion): the tie-breaker when
     jdisc and jax.jit disagree."""
     with jax.disable_jit():
-        return make_fn(prog)(*args)
+        return make_fn(prog)(*[jax.numpy.asarray(a) for a in args])
 
 
 def check(progs: list[Program], envs: list[dict], seeds=None) -> list[list[Failure]]:
@@ -84,18 +87,26 @@ def check(progs: list[Program], envs: list[dict], seeds=None) -> list[list[Failu
 
 
 @contextlib.contextmanager
-def _donate_every_size():
+def _environment(pieces: int):
     """Donated buffers of any size are reused (jdisc's default starts at 1 MiB), so that the
-    small fuzz programs run in place wherever the memory plan allows."""
-    old = os.environ.get("JDISC_DONATE_MIN_BYTES")
-    os.environ["JDISC_DONATE_MIN_BYTES"] = "0"
+    small fuzz programs run in place wherever the memory plan allows; with `pieces`, every
+    kernel loop of more than one row runs in that many pieces (JDISC_SPLIT_PIECES)."""
+    new = {"JDISC_DONATE_MIN_BYTES": "0", "JDISC_SPLIT_PIECES": str(pieces) if pieces else None}
+    old = {k: os.environ.get(k) for k in new}
     try:
+        for k, v in new.items():
+            _set(k, v)
         yield
     finally:
-        if old is None:
-            del os.environ["JDISC_DONATE_MIN_BYTES"]
-        else:
-            os.environ["JDISC_DONATE_MIN_BYTES"] = old
+        for k, v in old.items():
+            _set(k, v)
+
+
+def _set(name, value):
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _check(progs, envs, seeds) -> list[list[Failure]]:
@@ -128,7 +139,7 @@ def _check(progs, envs, seeds) -> list[list[Failure]]:
         except Exception:                         # jax refuses this size: nothing to compare
             continue
         try:
-            with _donate_every_size():
+            with _environment(split_pieces(seeds[0])):      # read when the library loads
                 got = jf(*[jax.numpy.asarray(a) for a in args])
         except Exception as err:
             if type(err).__name__ == "ShapeError" and 0 in env.values() and jf.stats()["compiles"]:
@@ -156,10 +167,37 @@ def _check(progs, envs, seeds) -> list[list[Failure]]:
                 if msg and not any(f.output == n for f in fails[i]):
                     fails[i].append(Failure(kind, f"output {n} at {env}: {msg}", env, n))
                 j += 1
+        _check_traced(jf, progs, typings, per_prog, want, env, fails)
     if jf.stats()["compiles"] != 1:
         for fl in fails:
             fl.append(Failure("compiles", f"{jf.stats()}"))
     return fails
+
+
+def _check_traced(jf, progs, typings, per_prog, want, env, fails) -> None:
+    """The same jdisc function called inside a jax trace (`jax.jit(jf)`: its program embedded
+    through XLA's FFI, its results in XLA's buffers, nothing donated), against the same
+    reference; an output already found wrong in the eager call is not reported again."""
+    try:
+        got = jax.jit(jf)(*[jax.numpy.asarray(a) for p in per_prog for a in p])
+    except Exception as err:                          # noqa: BLE001 - blamed on every program
+        for fl in fails:
+            fl.append(Failure(f"traced {type(err).__name__}", f"inside jax.jit: {err}"[:2000],
+                              env))
+        return
+    j = 0
+    for i, (p, t) in enumerate(zip(progs, typings)):
+        for n, o in enumerate(p.outputs):
+            tol = tolerance(t.facts[o], t.types[o].dtype)
+            msg = compare(got[j], want[j], tol)
+            kind = "traced"
+            if msg:
+                kind, msg = _tie_break(p, per_prog[i], n, got[j], want[j], tol, msg)
+                kind = "traced" if kind == "mismatch" else kind
+            if msg and not any(f.output == n for f in fails[i]):
+                fails[i].append(Failure(kind, f"output {n} at {env} inside jax.jit: {msg}", env,
+                                        n))
+            j += 1
 
 
 def _tie_break(prog, args, n, got, want, tol, msg):
@@ -187,4 +225,4 @@ def exportable(prog: Program) -> bool:
 
 
 def is_error(fails) -> bool:
-    return any(f.kind not in ("mismatch", "compiles", "size0", "xla") for fl in fails for f in fl)
+    return any(f.kind not in NOT_ERRORS for fl in fails for f in fl)

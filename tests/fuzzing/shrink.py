@@ -208,7 +208,7 @@ def env_candidates(envs: list[dict]):
 def signature(f: Failure) -> str:
     """What makes two failures the same bug: the kind, and for errors the message without its
     names, numbers and source locations."""
-    if f.kind in ("mismatch", "crash"):
+    if f.kind in ("mismatch", "traced", "crash"):
         return f.kind
     msg = f.message
     if "error:" in msg and "C compiler failed" in msg:     # the compiler's first complaint

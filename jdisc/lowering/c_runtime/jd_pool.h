@@ -272,11 +272,19 @@ int jd_own_runnable(void) { return jd_runnable_own(); }          /* for tests */
    compare-and-swap) and a piece's scratch memory cost nothing next to its work. */
 #define JD_PIECES_PER_THREAD 8
 
+/* Tests only (JDISC_SPLIT_PIECES, custom_calls/runtime.py): every loop of more than one item
+   runs in this many pieces, whatever its size, so that small test shapes cross the piece
+   boundaries that only large ones meet otherwise. 0: the pieces follow `go` and the threads. */
+static int jd_split_pieces = 0;
+void jd_set_split_pieces(int n) { jd_split_pieces = n > 0 ? n : 0; }
+
 /* Run a kernel's loop over [0, count): on the pool when `go` (the kernel judged the work large
    enough to share), else as one piece on the calling thread. */
 JD_RT void jd_parallel(jd_piece_fn fn, jd_region *r, int64_t count, int go) {
-  const int threads = go && count > 1 ? jd_kernel_threads() : 1;
-  int64_t pieces = threads > 1 ? (int64_t)JD_PIECES_PER_THREAD * threads : 1;
+  const int split = jd_split_pieces > 0 && count > 1;
+  const int threads = (go || split) && count > 1 ? jd_kernel_threads() : 1;
+  int64_t pieces = split ? jd_split_pieces
+                         : threads > 1 ? (int64_t)JD_PIECES_PER_THREAD * threads : 1;
   if (pieces > count) pieces = count;
   r->count = count;
   r->failed = 0;
