@@ -16,7 +16,7 @@ shard_map, ...) it is an XLA FFI custom call of its compiled launcher.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import numpy as np
@@ -50,6 +50,15 @@ def traced_call(jf: "JdiscFunction", entry: "Compiled", flat: list) -> list:
 
 
 def _traceable(jf: "JdiscFunction", entry: "Compiled"):
+    """The program as a JAX-traceable function: custom_vjp of custom_vmap of the FFI call.
+    Its closures keep the program (`entry`) but not `jf` itself, only what building the vmap
+    and VJP functions takes from it (`_Origin`): `jax.jit(jf)` caches the jaxpr it traces
+    under a weak reference to `jf`, and that jaxpr holds these closures, so a closure holding
+    `jf` kept every jdisc function ever called inside `jax.jit` alive for good, with its
+    program, what its Python function closes over and what jax compiled for it (found by the
+    whole-program fuzzer, whose workers ran out of memory mappings)."""
+    origin = _Origin(type(jf), jf.__name__, jf.constraints)
+
     def primal(*flat):
         return tuple(ffi_call(entry, flat))
 
@@ -57,7 +66,7 @@ def _traceable(jf: "JdiscFunction", entry: "Compiled"):
 
     @batched.def_vmap
     def _rule(axis_size, in_batched, *flat):
-        vf = _vmapped(jf, entry, tuple(bool(b) for b in in_batched))
+        vf = _vmapped(origin, entry, tuple(bool(b) for b in in_batched))
         outs = vf(*flat)
         return tuple(outs), (True,) * len(outs)
 
@@ -67,7 +76,7 @@ def _traceable(jf: "JdiscFunction", entry: "Compiled"):
         return batched(*flat), flat
 
     def bwd(flat, cts):
-        grads = _vjp_function(jf, entry)(*flat, *cts)
+        grads = _vjp_function(origin, entry)(*flat, *cts)
         it = iter(grads)
         return tuple(next(it) if _is_float(spec.dtype) else None for spec in entry.leaves)
 
@@ -147,7 +156,14 @@ def _leaf_axes(entry: "Compiled") -> list[dict[int, str]]:
     return [dict(spec.axes) for spec in entry.leaves]
 
 
-def _vmapped(jf: "JdiscFunction", entry: "Compiled", in_batched: tuple[bool, ...]):
+class _Origin(NamedTuple):
+    """What the vmap and VJP functions of a program take from its jdisc function."""
+    cls: type
+    name: str
+    constraints: tuple
+
+
+def _vmapped(origin: _Origin, entry: "Compiled", in_batched: tuple[bool, ...]):
     """jdisc.jit of jax.vmap(original): the batch is the symbolic dim `vmap_batch`."""
     vf = entry.vmapped.get(in_batched)
     if vf is None:
@@ -158,13 +174,13 @@ def _vmapped(jf: "JdiscFunction", entry: "Compiled", in_batched: tuple[bool, ...
             axes.append({0: VMAP_DIM, **{k + 1: n for k, n in a.items()}} if batched else a)
         in_axes = [0 if b else None for b in in_batched]
         fn = jax.vmap(_flat_fun(entry), in_axes=in_axes)
-        fn.__name__ = f"vmap_{jf.__name__}"
-        vf = entry.vmapped[in_batched] = _FlatJdisc(type(jf)(
-            fn, tuple(axes), jf.constraints, (), (), None))
+        fn.__name__ = f"vmap_{origin.name}"
+        vf = entry.vmapped[in_batched] = _FlatJdisc(origin.cls(
+            fn, tuple(axes), origin.constraints, (), (), None))
     return vf
 
 
-def _vjp_function(jf: "JdiscFunction", entry: "Compiled"):
+def _vjp_function(origin: _Origin, entry: "Compiled"):
     """jdisc.jit of (primal leaves, output cotangents) -> cotangents of the float leaves."""
     vf = entry.vjp
     if vf is None:
@@ -181,10 +197,10 @@ def _vjp_function(jf: "JdiscFunction", entry: "Compiled"):
                 return flat_fun(*[next(it) if f else p for p, f in zip(primals, is_float)])
             _, pullback = jax.vjp(of_floats, *diff)
             return list(pullback(list(cts)))
-        vjp_fun.__name__ = f"vjp_{jf.__name__}"
+        vjp_fun.__name__ = f"vjp_{origin.name}"
         axes = _leaf_axes(entry) + [_output_axes(spec) for spec in entry.program.outputs]
-        vf = entry.vjp = _FlatJdisc(type(jf)(
-            vjp_fun, tuple(axes), jf.constraints, (), (), None))
+        vf = entry.vjp = _FlatJdisc(origin.cls(
+            vjp_fun, tuple(axes), origin.constraints, (), (), None))
     return vf
 
 

@@ -77,3 +77,32 @@ def test_differential_suite_under_asan_ubsan():
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
     assert " passed" in proc.stdout, tail
+
+
+# Batches of the whole-program fuzzer's seeded tier (tests/test_program_fuzz.py), odd seeds:
+# every kernel loop of more than one row runs in 3 pieces (JDISC_SPLIT_PIECES), so ASan sees
+# the pieces' bounds and scratch buffers at the fuzzer's small sizes, beside in-place results
+# (every input donated) and calls inside jax.jit.
+FUZZ_SEEDS = (20261203, 20261205, 20261207, 20261209)
+
+_FUZZ = """
+import sys
+sys.path.insert(0, {here!r})
+import program_fuzz as pf
+found = pf.run_batches(list({seeds!r}), 8, workers=2, shrink_budget_s=0)
+bad = [fd for fds in found.values() for fd in fds if fd.failure.kind not in ("size0", "xla")]
+print("\\n\\n".join(fd.report() for fd in bad) or "fuzz batches passed")
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_fuzz_batches_in_pieces_under_asan_ubsan():
+    cache = tempfile.mkdtemp(prefix="jdisc-asan-fuzz-")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _FUZZ.format(here=HERE, seeds=FUZZ_SEEDS)],
+                              env=_env(cache), capture_output=True, text=True, timeout=1800,
+                              cwd=HERE)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    tail = (proc.stdout + proc.stderr)[-6000:]
+    assert proc.returncode == 0 and "fuzz batches passed" in proc.stdout, tail

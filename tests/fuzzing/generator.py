@@ -3,26 +3,31 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import numpy as np
 
 from .control_ops import CONTROL
 from .elementwise import COMPARES, table_for
-from .facts import (BOOL, F32, I32, INT_MIN, SYM, Input, Invalid, Node, Program, Typing,
-                    deps, dim_value, ifacts, renumber, same)
+from .facts import (BOOL, F32, I32, INT_MIN, MAX_ELEMS, SYM, Input, Invalid, Node, Program,
+                    Typing, deps, dim_value, ifacts, renumber, same)
 from .generator_shapes import ShapeGens
 from .infer import input_facts, input_type, traced, type_node
 from .ops import POOLS, SCATTERS, Ctx
 
 
-def draw_envs(rng: np.random.Generator, zero: bool) -> list[dict]:
+def draw_envs(rng: np.random.Generator, zero: bool, first: bool = False) -> list[dict]:
     """The four tested sizes of a batch: the first (where jdisc compiles) two distinct sizes,
-    then 1, 13 and primes; with `zero`, each dim 0 once (else a == b once)."""
+    then 1, 13 and primes; with `zero`, each dim 0 once (else a == b once). Without `first`
+    (the sizes of the first op table's batches), `a` is 37 instead of 13 in a third of the
+    batches without a 0: rows of 32 columns and more take the kernels' long-row versions."""
     c = lambda xs: int(rng.choice(xs))          # noqa: E731
     envs = [{"a": c([5, 7]), "b": c([2, 3, 13])}, {"a": 1, "b": 1}]
     if zero:
         return envs + [{"a": 0, "b": c([13, 5])}, {"a": c([13, 3]), "b": 0}]
-    return envs + [{"a": 13, "b": c([5, 7])}, [{"a": 3, "b": 3}, {"a": 2, "b": 13}][c([0, 1])]]
+    big = 13 if first else c([13, 13, 37])
+    return envs + [{"a": big, "b": c([5, 7])}, [{"a": 3, "b": 3}, {"a": 2, "b": 13}][c([0, 1])]]
 
 
 class Generator(ShapeGens):
@@ -122,8 +127,12 @@ class Generator(ShapeGens):
         return self.prog
 
     def new_input(self) -> Input:
-        rank = self.choice([0, 1, 1, 2, 2, 2, 3, 3])
-        tmpl = tuple(self.choice(["a", "a", "b", "b", 1, 2, 3, 4]) for _ in range(rank))
+        while True:             # at most MAX_ELEMS values at every size (a may be 37)
+            rank = self.choice([0, 1, 1, 2, 2, 2, 3, 3])
+            tmpl = tuple(self.choice(["a", "a", "b", "b", 1, 2, 3, 4]) for _ in range(rank))
+            if all(math.prod(e[d] if isinstance(d, str) else d for d in tmpl) <= MAX_ELEMS
+                   for e in self.envs):
+                break
         dtype = self.choice([F32] * 6 + [I32] * 2 + [BOOL])
         if dtype == F32:
             dist = self.choice([("uniform", -2.0, 2.0), ("uniform", -2.0, 2.0),
@@ -420,7 +429,7 @@ OPS_RANGES = ((5, 12), (5, 12), (5, 12), (5, 12), (12, 25), (12, 25), (12, 25), 
 def random_program(seed: int, envs: list[dict] | None = None, n_ops: int | None = None,
                    weights: dict | None = None) -> tuple[Program, list[dict]]:
     rng = np.random.default_rng(seed)
-    envs = envs or draw_envs(rng, zero=rng.random() < 0.4)
+    envs = envs or draw_envs(rng, zero=rng.random() < 0.4, first=weights is FIRST_WEIGHTS)
     while True:
         prog = Generator(rng, envs, weights=weights).program(n_ops or int(rng.integers(5, 61)))
         if prog.nodes:
@@ -432,7 +441,7 @@ def random_batch(seed: int, n_programs: int, ranges=OPS_RANGES, weights: dict | 
     """n programs that share one set of tested sizes (they run as one jdisc function);
     program i has between ranges[i % len(ranges)] op choices (macros add a few nodes)."""
     rng = np.random.default_rng(seed)
-    envs = draw_envs(rng, zero=rng.random() < 0.4)
+    envs = draw_envs(rng, zero=rng.random() < 0.4, first=weights is FIRST_WEIGHTS)
     progs = []
     while len(progs) < n_programs:
         lo, hi = ranges[len(progs) % len(ranges)]
