@@ -380,3 +380,17 @@ def test_update_from_a_slice_of_its_own_operand_in_place(k, start, monkeypatch):
         jf = jdisc.jit(f, dynamic_axes=axes, donate_argnums=(0,), bridge=False)
         got = np.asarray(jf(jnp.asarray(x)))
         np.testing.assert_array_equal(got, want)
+
+
+def test_tile_of_a_slice_of_a_strided_valid_convolution():
+    # found by the fuzzer (batch seed 6495373): the tile's size 3*h1 - 3*h0 (h0, h1 the slice's
+    # bounds, which the launcher derives from jax's floor-division selects) had the check
+    # h1 - h0 >= 0, which the prover used only when the fact's first term was positive: the
+    # plan checker refused the program (an internal compiler error)
+    def f(x):
+        w = (jnp.arange(4, dtype=jnp.float32).reshape(2, 1, 2) % 3 - 1.0) * 0.5
+        v = jax.lax.conv_general_dilated(x, w, (2,), "VALID")
+        v = jax.lax.dynamic_slice_in_dim(v, 1, 1, axis=0)
+        return jnp.sum(jnp.tile(v, (2, 3, 3)), axis=0, keepdims=True)
+    make = lambda n: (np.linspace(-1, 1, n, dtype=np.float32).reshape(1, 1, n),)
+    check_against_jax(f, ({2: "a"},), make, (1, 2, 3, 5, 8, 13), tol=1e-6)

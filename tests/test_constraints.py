@@ -99,6 +99,20 @@ def test_a_bound_is_used_at_any_positive_multiple():
     assert ShapeConstraints(["a", "b"]).prove_ge(2 * a * b - 2, 0) is None     # no fact
 
 
+def test_a_bound_whose_first_term_is_negative_is_used_at_any_positive_multiple():
+    # regression (whole-program fuzzer, batch seed 6495373): a slice's check `h1 - h0 >= 0`
+    # and a tile's size 3*h1 - 3*h0 (a strided VALID convolution, sliced, tiled, summed); the
+    # scaled fact was only tried from the fact's first term, here -h0, negative: "slot 3 has a
+    # size 64*floordiv(24*_h3 + 63, 64) that may be negative", an internal compiler error
+    h0, h1 = symbolic.var("h0"), symbolic.var("h1")
+    sc = ShapeConstraints(["h0", "h1"])
+    sc.add_check(h1, ">=", h0)
+    assert sc.prove_ge(3 * h1 - 3 * h0, 0) is True and sc.prove_ge(5 * h1 - 5 * h0 + 2, 0) is True
+    assert sc.prove_ge(3 * h1 - 2 * h0, 0) is True            # h1 >= h0 >= 0
+    assert sc.prove_ge(3 * h1 - 3 * h0 - 1, 0) is None        # false at h0 = h1: not proven
+    assert ShapeConstraints(["h0", "h1"]).prove_ge(3 * h1 - 3 * h0, 0) is None   # no fact
+
+
 def test_a_scan_over_a_slice_whose_size_has_a_check():
     # the fuzzer's program, by hand: jdisc compiles it (plans checked: conftest) and agrees
     # with jax.jit at sizes where the slice's size 2*a*b - 2 is 0 and more

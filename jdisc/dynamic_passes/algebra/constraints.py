@@ -390,17 +390,22 @@ class ShapeConstraints:
 
 
 def _scaled_minus(d: Dim, g: Dim) -> Dim | None:
-    """k*d - c*g, where g's first monomial has the coefficient k > 0 in g and c > 0 in d: with
-    g >= 0 a fact, that being >= 0 proves d >= 0 (the facts are stored divided by their
+    """k*d - c*g, where the first monomial of g that d has with the same sign has the
+    coefficient k in g and c in d (k, c > 0 after taking that sign out): with g >= 0 a fact,
+    that being >= 0 proves d >= 0, as k*d >= k*d - c*g (the facts are stored divided by their
     content: `2*a*b - 2 >= 0` as `a*b - 1 >= 0`, which `d - g` alone does not reach from
-    `2*a*b - 2`). None where no such k and c are found (d - g is tried already)."""
+    `2*a*b - 2`; `3*b - 3*a` from `b - a >= 0`, whose first monomial is negative, was not
+    reached until the fuzzer found a tiled convolution's size unproven). None where there is
+    no such monomial or k == c (d - g is tried already)."""
     if isinstance(d, int) or isinstance(g, int) or not g.terms:
         return None
-    mono, k = g.terms[0]
-    c = dict(d.terms).get(mono, 0)
-    if k <= 0 or c <= 0 or c == k:
-        return None
-    return k * d - c * g
+    in_d = dict(d.terms)
+    for mono, k in g.terms:
+        c = in_d.get(mono, 0)
+        if k * c > 0:
+            k, c = abs(k), abs(c)
+            return None if k == c else k * d - c * g
+    return None
 
 
 # ---- derived values ---------------------------------------------------------------------------
