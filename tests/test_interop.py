@@ -182,9 +182,12 @@ def test_a_function_used_inside_jax_jit_is_freed_with_its_closure():
     a trace stayed alive, with what its Python function closes over (here a 4 MiB weight) and
     what jax compiled for it (found by the whole-program fuzzer: its workers ran out of memory
     mappings). Grad of a jdisc function made inside the differentiated function still works:
-    the closures keep the program."""
+    the closures keep the program. (jax 0.8's own cache of backward passes, keyed by a
+    module-level function, keeps a grad's jaxpr, and with it the program, for good: there the
+    grad is left out of the check.)"""
     class Weight(np.ndarray):          # an ndarray that takes a weak reference
         pass
+    grad_freed = jax.__version_info__ >= (0, 10)
 
     def make():
         w = np.ones(1 << 20, np.float32).view(Weight)
@@ -194,12 +197,13 @@ def test_a_function_used_inside_jax_jit_is_freed_with_its_closure():
         jf = jdisc.jit(fn, dynamic_axes=({0: "a"},))
         jf(jnp.ones(3))
         jax.jit(jf)(jnp.ones(4))
-        jax.grad(lambda x: jax.jit(jf)(x)[0].sum())(jnp.ones(5))
         jax.vmap(jf)(jnp.ones((2, 5)))
+        if grad_freed:
+            jax.grad(lambda x: jax.jit(jf)(x)[0].sum())(jnp.ones(5))
         return weakref.ref(jf), weakref.ref(w)
     refs = make()
     gc.collect()
-    assert [r() for r in refs] == [None, None]
+    assert [r() is None for r in refs] == [True, True]
 
     g = lambda x: jnp.sin(x) * 2           # noqa: E731
     loss = lambda x: jdisc.jit(g, dynamic_axes=({0: "a"},))(x).sum()   # noqa: E731
