@@ -29,7 +29,10 @@ def test_header_compiles_on_its_own(name, tmp_path):
     src = ["#define _POSIX_C_SOURCE 200112L"]
     if name != "jd_libc.h":     # it stands in for them (lowering/units.py head)
         src += [f"#include <{h}>" for h in INCLUDES]
-    if name in ("jd_fft_real.h", "jd_fft_api.h"):   # pasted once per precision (fft.py)
+    if name == "jd_conv.h":     # pasted once per element type (units.py conv_unit)
+        from jdisc.lowering import units
+        src = [units.conv_unit("f32"), units.conv_unit("f64")]
+    elif name in ("jd_fft_real.h", "jd_fft_api.h"):   # pasted once per precision (fft.py)
         from jdisc.lowering import fft
         src.append(c_runtime.source("jd_shared.h"))
         src.append(fft.runtime_source(["double", "float"]) if name == "jd_fft_real.h" else

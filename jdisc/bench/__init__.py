@@ -70,13 +70,20 @@ _TMP: list[tempfile.TemporaryDirectory] = []    # made on first use, removed at 
 
 
 # A user's earlier program, run in a cache directory before a "new program" is timed in it: an
-# elementwise chain and a float32 matmul, which leave the runtime unit, the compiler probes'
-# verdict and the skinny GEMM unit (lowering/units.py) in the cache, as every program after a
-# user's first with a matmul finds them (benchmarks/compile_time.py, first_call.py)
+# elementwise chain, a float32 matmul and a float32 convolution, which leave the runtime unit,
+# the compiler probes' verdict, the skinny GEMM unit and the conv unit (lowering/units.py) in
+# the cache, as every program after a user's first with a matmul and a convolution finds them
+# (benchmarks/compile_time.py, first_call.py). The convolution since 2026-12-07, when
+# convolutions moved from a unit each to the conv unit: before, no unit of it was reused.
 EARLIER_PROGRAM = r"""
 import numpy as np, jdisc
 jdisc.jit(lambda x, w: (x * 2 + 1) @ w, dynamic_axes=({0: "n"}, None),
           bridge=False)(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
+import jax
+jdisc.jit(lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                    dimension_numbers=("NHWC", "HWIO", "NHWC")),
+          dynamic_axes=({0: "n"}, None), bridge=False)(np.ones((1, 5, 5, 2), np.float32),
+                                                       np.ones((3, 3, 2, 4), np.float32))
 """
 
 

@@ -125,6 +125,7 @@ def _generate(prog: Program) -> CProgram:
     source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
               + units_c.head(rest, extra=c_runtime.source("jd_fp.h")) + rest
               + "".join(units.texts) + _fft_unit(kernels) + _skinny_unit(kernels)
+              + _conv_units(kernels)
               + units_c.runtime_unit())
     blob = section.blob()
     return CProgram(source, prog.name, tuple(prog.inputs), tuple(prog.outputs),
@@ -292,6 +293,23 @@ def _skinny_unit(kernels) -> str:
     return units_c.skinny_unit() if f32 else ""
 
 
+def _conv_units(kernels) -> str:
+    """The direct convolutions' code (jd_conv.h), a unit per element type the program has."""
+    dtypes = sorted({k.root.results[0].dtype for k in kernels
+                     if k.kind == "conv" and conv.runs_in_runtime(k)})
+    return "".join(units_c.conv_unit(dt) for dt in dtypes)
+
+
+def _runtime_entry(k: Kernel) -> str | None:
+    """What the launcher calls for a kernel with no unit of its own: a GEMM of a BLAS type
+    (the runtime's jd_dot) or a direct convolution (the conv unit's); None for the others."""
+    if k.kind == "dot" and blas.runs_in_runtime(k):
+        return "the runtime's jd_dot"
+    if k.kind == "conv" and conv.runs_in_runtime(k):
+        return f"the conv unit's {conv.DIRECT[k.root.results[0].dtype]} (direct convolution)"
+    return None
+
+
 class _KernelUnits:
     """The program's kernels as units (lowering/units.py): each kernel's C is written with its
     own dim names and SELF for its name, then named after its content; kernels with the same
@@ -299,13 +317,13 @@ class _KernelUnits:
 
     def __init__(self):
         self.symbols: dict[str, str | None] = {}   # kernel name -> its unit's function name
-        #                                           (None: a call of the runtime's jd_dot)
+        #                                     (None: a call of the runtime's, _runtime_entry)
         self.texts: list[str] = []            # the units, in order of first use
         self._seen: set[str] = set()
         self._declared: list[tuple[Kernel, str | None, list[str], list[str]]] = []
 
     def add(self, k: Kernel) -> None:
-        if k.kind == "dot" and blas.runs_in_runtime(k):     # the launcher calls jd_dot
+        if _runtime_entry(k):     # the launcher calls the runtime
             self.symbols[k.name] = None
             self._declared.append((k, None, [], []))
             return
@@ -337,7 +355,7 @@ class _KernelUnits:
         declared: set[str] = set()
         for k, symbol, names, params in self._declared:
             w(f"/* {k.name}: {k.kind} kernel, " +
-              (f"unit {symbol}" if symbol else "a call of the runtime's jd_dot"))
+              (f"unit {symbol}" if symbol else f"a call of {_runtime_entry(k)}"))
             for op in k.ops:
                 if op.name != "constant":
                     w(f" *   stablehlo.{op.name} at {c_comment(op.loc)}")
@@ -459,9 +477,9 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
             args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
             fn = symbols[k.name]
-            if fn is None:      # a GEMM: the runtime's jd_dot
-                call = blas.runtime_call(k, dim_c, *(buffers[v.id] for v in k.root.operands),
-                                         buffers[k.outputs[0].id])
+            if fn is None:      # a GEMM (jd_dot) or a direct convolution (jd_conv_<t>)
+                call = (blas if k.kind == "dot" else conv).runtime_call(
+                    k, dim_c, *(buffers[v.id] for v in k.root.operands), buffers[k.outputs[0].id])
             else:
                 call = f"{fn}({', '.join(args)})"
             if fn is not None and getattr(k, "versions", None):

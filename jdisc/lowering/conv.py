@@ -1,18 +1,16 @@
 """stablehlo.convolution in NHWC / HWIO / NHWC: a direct scheme, or im2col + GEMM.
 
-Direct (f32/f64 with a static kernel shape, the usual CNN case): output rows (an image and
-all its output positions but the innermost) run in parallel. Along a row, a block of `P`
-positions times `F` output features accumulates in registers: for each kernel tap and input
-feature, `P` input values times one row of `F` weights (the `F` loop is `omp simd`; the
-multiply-adds are fused where the target has a fast fma); the few positions left past a row's
-last whole block run one at a time, all features at once. Taps outside the input (padding,
-dilation holes) are skipped for the outer spatial dims and read zeros for the innermost one;
-a block whose innermost taps are all inside reads them as one contiguous run of input.
+Direct (f32/f64 with a static kernel shape and 1 to 3 spatial dims, the usual CNN case): the
+launcher calls the conv unit's jd_conv_f32 / jd_conv_f64 (c_runtime/jd_conv.h: blocks of
+positions x features in registers, rows on the pool) with the convolution's sizes and
+attributes, and no unit is compiled for the kernel; the conv unit compiles once for every
+program, as the runtime unit does. Each convolution had been a kernel unit of its own,
+specialised to its sizes: 70-90 ms of the C compiler's time apiece.
 
-im2col + GEMM (other dtypes, kernel shapes with symbolic dims, no spatial dims): for each image
-and feature group, chunks of output positions are unrolled into a matrix of input windows (rows:
-output positions, columns: kernel positions x input features), which a GEMM multiplies with the
-group's kernel matrix straight into the output.
+im2col + GEMM (other dtypes, kernel shapes with symbolic dims, no spatial dims or more than
+3): for each image and feature group, chunks of output positions are unrolled into a matrix of
+input windows (rows: output positions, columns: kernel positions x input features), which a
+GEMM multiplies with the group's kernel matrix straight into the output.
 
 Both schemes sum each output's products in the same order (kernel positions outermost first,
 then input features). Padding, strides, input (lhs) and kernel (rhs) dilation and window
@@ -21,11 +19,11 @@ reversal are index arithmetic; positions outside the input read 0.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
 from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
 from jdisc.dynamic_passes.ir.program import Op
+from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
 from jdisc.lowering.blas import BLAS_GEMM
 from jdisc.lowering.cdtype import ctype
@@ -33,252 +31,55 @@ from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.loops import KernelContext, dilated_index
 
 CHUNK = 2048  # im2col: output positions unrolled at a time (bounds the im2col buffer)
-# direct: accumulators per block, in vector registers of 64 bytes (16 f32): 12 of the 32 an
-# AVX-512 core has (6 positions x 32 features), leaving room for weights and broadcast inputs.
-# Blocks of 4..8 positions x 16..64 features measured within noise of each other on W4.
-BLOCK_VECTORS = 12
-MAX_POSITIONS = 8
-# a row's positions past its last whole block: up to TAIL_MAX run one at a time (a block of one
-# position took a fifth to a quarter of a whole block's time in W4's second convolution), 4 or
-# 5 in one more block (1.05-1.25x faster than one at a time there: benchmarks/kernel_times.py)
-TAIL_MAX = 3
-# multiply-adds below which a convolution runs on one thread (waking threads costs more)
-PARALLEL_MIN_MACS = 1 << 22
+DIRECT = {"f32": "jd_conv_f32", "f64": "jd_conv_f64"}   # the conv unit's entries (jd_conv.h)
+MAX_DIMS = 3          # spatial dims the direct scheme takes (JD_CONV_MAX_DIMS, jd_shared.h)
 
 
-def direct_blocks(op: Op) -> tuple[int, int] | None:
-    """(positions P, features F) per block of the direct scheme, or None where it does not
-    apply (then im2col + GEMM)."""
+def runs_in_runtime(kernel: Kernel) -> bool:
+    """Whether the convolution takes the direct scheme (f32 or f64 throughout, a static kernel
+    shape, 1 to MAX_DIMS spatial dims): the launcher then calls the conv unit's jd_conv_<t>
+    (c_runtime/jd_conv.h) and no unit is compiled for the kernel."""
+    op = kernel.root
     x, k = op.operands
     out = op.results[0]
-    if x.rank < 3 or not x.dtype == k.dtype == out.dtype or out.dtype not in ("f32", "f64"):
-        return None
-    if not all(isinstance(d, int) for d in k.shape):
-        return None
-    lanes = 16 if out.dtype == "f32" else 8
-    cout_g = k.shape[-1] // op.attrs.get("feature_group_count", 1)
-    features = max(1, min(cout_g, 2 * lanes))
-    vectors = -(-features // lanes)
-    return max(1, min(MAX_POSITIONS, BLOCK_VECTORS // vectors)), features
+    return (1 <= x.rank - 2 <= MAX_DIMS and x.dtype == k.dtype == out.dtype
+            and out.dtype in DIRECT and all(isinstance(d, int) for d in k.shape))
+
+
+def runtime_call(kernel: Kernel, dim: Callable[[Dim], str], x: str, k: str, out: str) -> str:
+    """The launcher's call of the conv unit for a kernel that runs_in_runtime, `dim` rendering
+    the launcher's dims, `x`, `k`, `out` its buffers: a jd_conv_args literal (jd_shared.h)."""
+    op = kernel.root
+    xv, kv = op.operands
+    a = op.attrs
+    ns = xv.rank - 2
+    groups = a.get("feature_group_count", 1)
+
+    def per_dim(values) -> str:
+        return "{" + ", ".join(values) + "}"
+    reversal = a.get("window_reversal") or (False,) * ns
+    fields = [("ns", str(ns)), ("batch", dim(xv.shape[0])), ("cin", str(kv.shape[ns] * groups)),
+              ("cout", str(kv.shape[-1])), ("groups", str(groups)),
+              ("isz", per_dim(dim(d) for d in xv.shape[1:-1])),
+              ("osz", per_dim(dim(d) for d in op.results[0].shape[1:-1])),
+              ("ksz", per_dim(str(d) for d in kv.shape[:ns])),
+              ("stride", per_dim(str(s) for s in a["window_strides"])),
+              ("rdil", per_dim(str(s) for s in a["rhs_dilation"])),
+              ("ldil", per_dim(str(s) for s in a["lhs_dilation"])),
+              ("lo", per_dim(dim(a["padding"][2 * i]) for i in range(ns))),
+              ("rev", per_dim(str(int(bool(r))) for r in reversal)),
+              ("x", x), ("k", k), ("out", out)]
+    args = ", ".join(f".{name} = {value}" for name, value in fields)
+    return f"{DIRECT[op.results[0].dtype]}(&(jd_conv_args){{{args}}})"
 
 
 def emit_conv(ctx: KernelContext) -> None:
-    w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
-    op = kernel.root
+    """A convolution kernel that does not run_in_runtime: im2col + GEMM."""
+    op = ctx.kernel.root
     x, out = op.operands[0], op.results[0]
     if out.dtype in ("f16", "bf16") or x.dtype in ("f16", "bf16"):
         raise UnsupportedOpError(f"stablehlo.convolution on {out.dtype} at {op.loc}")
-    blocks = direct_blocks(op)
-    if blocks is not None:
-        _emit_direct(w, op, inputs, output, dim, *blocks)
-    else:
-        _emit_im2col(w, op, inputs, output, dim)
-
-
-# --------------------------------------------------------------------------------- direct
-
-@dataclasses.dataclass(frozen=True)
-class _Direct:
-    """The static facts of a direct convolution, for rendering its C."""
-    op: Op
-    t: str                      # C element type
-    npos: int                   # positions per block (along the innermost spatial dim)
-    nfeat: int                  # output features per block
-    ksz: tuple[int, ...]        # kernel spatial sizes
-    cin: int
-    cin_g: int
-    cout: int
-    cout_g: int
-    groups: int
-    dim: Callable[[Dim], str]   # C for a symbolic dimension (padding may be one)
-
-    @property
-    def last(self) -> int:
-        return len(self.ksz) - 1
-
-    def attr(self, name: str, i: int):
-        a = self.op.attrs
-        if name == "lo":
-            return a["padding"][2 * i]
-        if name == "reversed":
-            return bool((a.get("window_reversal") or (False,) * len(self.ksz))[i])
-        return a[name][i]
-
-    def position(self, i: int, o: str, tap: str) -> str:
-        """The input position (in lhs-dilated coordinates) output `o` reads at kernel tap
-        `tap` of spatial dim i."""
-        kpos = f"({self.ksz[i] - 1} - {tap})" if self.attr("reversed", i) else tap
-        return _affine(o, self.attr("window_strides", i), kpos,
-                       self.attr("rhs_dilation", i), self.attr("lo", i), self.dim)
-
-    def contiguous(self) -> bool:
-        """The innermost taps of a position are consecutive input elements."""
-        i = self.last
-        return (self.attr("lhs_dilation", i) == 1 and self.attr("rhs_dilation", i) == 1
-                and not self.attr("reversed", i))
-
-
-def _affine(o: str, stride: int, tap: str, dilation: int, lo: Dim,
-            dim: Callable[[Dim], str]) -> str:
-    """C for o * stride + tap * dilation - lo, without the factors of 1 and terms of 0. The low
-    padding `lo` may be symbolic (SAME padding of a dynamic dim), of either sign."""
-    expr = f"{o} * {stride}" if stride != 1 else o
-    if tap != "0":
-        expr += f" + {tap} * {dilation}" if dilation != 1 else f" + {tap}"
-    if not isinstance(lo, int):
-        expr += f" - {dim(lo)}"
-    elif lo:
-        expr += f" - {lo}" if lo > 0 else f" + {-lo}"
-    return f"({expr})"
-
-
-def _plus(expr: str, term: str, factor: int) -> str:
-    """expr + term * factor, leaving out a zero term."""
-    return expr if term == "0" else f"{expr} + {term} * {factor}"
-
-
-def _emit_direct(w: CWriter, op: Op, inputs: list[str], output: str, dim, npos: int,
-                 nfeat: int) -> None:
-    x, k = op.operands
-    out = op.results[0]
-    ns = x.rank - 2
-    groups = op.attrs.get("feature_group_count", 1)
-    cin_g, cout = k.shape[ns], k.shape[-1]
-    d = _Direct(op, ctype(out.dtype), npos, nfeat, tuple(k.shape[:ns]), cin_g * groups, cin_g,
-                cout, cout // groups, groups, dim)
-    last = d.last
-    w(f"/* direct convolution: blocks of {npos} positions x {nfeat} features */")
-    w(f"const int64_t batch = {dim(x.shape[0])};")
-    for i in range(ns):
-        w(f"const int64_t isz{i} = {dim(x.shape[1 + i])}, osz{i} = {dim(out.shape[1 + i])};")
-    sizes = " * ".join(["batch"] + [f"osz{i}" for i in range(ns)])
-    w(f"if ({sizes} == 0) return 0;")
-    if cin_g == 0 or 0 in d.ksz or cout == 0:
-        w(f"for (int64_t e = 0; e < {sizes} * {cout}; e++) {output}[e] = 0;")
-        w("return 0;")
-        return
-    outer = " * ".join(["batch"] + [f"osz{i}" for i in range(last)])
-    w(f"/* in parallel: rows of output positions ({outer} of them) */")
-    w.parallel(outer, f"{outer} > 1 && {sizes} * {cout * cin_g * prod(d.ksz)} >= "
-               f"{PARALLEL_MIN_MACS}",
-               [("int64_t", "batch", dim(x.shape[0]))]
-               + [("int64_t", f"isz{i}", dim(x.shape[1 + i])) for i in range(ns)]
-               + [("int64_t", f"osz{i}", dim(out.shape[1 + i])) for i in range(ns)])
-    w.open("for (int64_t row = jd_lo; row < jd_hi; row++)")
-    w(f"static const {d.t} zeros[{cin_g}];   /* read for taps outside the input */")
-    rest = "row"
-    for i in reversed(range(last)):
-        w(f"const int64_t o{i} = {rest} % osz{i};")
-        rest = f"{rest} / osz{i}"
-    w(f"const int64_t b = {rest};")
-    w(f"{d.t} *restrict orow = {output} + row * osz{last} * {cout};")
-    group = "0"
-    if groups > 1:
-        w.open(f"for (int64_t g = 0; g < {groups}; g++)")
-        group = "g"
-    if npos > 1:
-        w(f"/* whole blocks; up to {TAIL_MAX} positions left over run one at a time, more in")
-        w("   one more block (past the last position it computes, but does not store) */")
-        w(f"const int64_t left = osz{last} % {npos};")
-        w(f"const int64_t tail = left && left <= {TAIL_MAX} ? osz{last} - left : osz{last};")
-    else:
-        w(f"const int64_t tail = osz{last};")
-    with w.block(f"for (int64_t ob = 0; ob < tail; ob += {npos})"):
-        if d.contiguous():
-            first = d.position(last, "ob", "0")
-            end = d.position(last, f"(ob + {npos - 1})", str(d.ksz[last] - 1))
-            w("/* all the block's innermost taps inside the input: read as one run */")
-            w(f"const int inner = {first} >= 0 && {end} < isz{last};")
-        _emit_feature_blocks(w, d, inputs, nfeat, group, npos)
-    if npos > 1:
-        with w.block(f"for (int64_t ob = tail; ob < osz{last}; ob++)"):
-            w("const int64_t f0 = 0;   /* one position: every feature at once */")
-            _emit_block(w, d, inputs, d.cout_g, group, 1)
-    if groups > 1:
-        w.close()
-    w.close()
-    w("return 0;")
-
-
-def _emit_feature_blocks(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: str,
-                         npos: int) -> None:
-    """Blocks of `npos` positions from ob by `nfeat` features, the last one narrower."""
-    full = d.cout_g - d.cout_g % nfeat
-    if full:
-        with w.block(f"for (int64_t f0 = 0; f0 < {full}; f0 += {nfeat})"):
-            _emit_block(w, d, inputs, nfeat, group, npos)
-    if d.cout_g % nfeat:
-        w("/* the last, narrower block of features */")
-        with w.block(f"for (int64_t f0 = {full}; f0 < {d.cout_g}; f0 += {nfeat})"):
-            _emit_block(w, d, inputs, d.cout_g % nfeat, group, npos)
-
-
-def _simd(w: CWriter, nfeat: int, body: str) -> None:
-    w.omp("simd")
-    w(f"for (int j = 0; j < {nfeat}; j++)")
-    w(f"  {body}")
-
-
-def _emit_block(w: CWriter, d: _Direct, inputs: list[str], nfeat: int, group: str,
-                npos: int) -> None:
-    """One block: acc[p][j] for positions ob + p and features f0 + j of group `group`,
-    summed over kernel taps (outermost dim first) and input features. A block of one
-    position (a row's last few) reads its taps through pointers alone, without the path for
-    a run of input (`inner`)."""
-    xin, kin = inputs
-    last = d.last
-    fma = f"jd_fma_{d.op.results[0].dtype}"
-    w(f"{d.t} acc[{npos}][{nfeat}];")
-    with w.block(f"for (int p = 0; p < {npos}; p++)"):
-        _simd(w, nfeat, "acc[p][j] = 0;")
-    xrow, tap = "b", ""
-    for i in range(last):   # outer kernel taps: skipped when outside the input
-        w.open(f"for (int64_t w{i} = 0; w{i} < {d.ksz[i]}; w{i}++)")
-        w(f"const int64_t y{i} = {d.position(i, f'o{i}', f'w{i}')};")
-        cond, at = dilated_index(f"y{i}", d.attr("lhs_dilation", i), f"isz{i}")
-        w(f"if (!({cond})) continue;")
-        xrow = f"({xrow} * isz{i} + {at})"
-        tap = f"({tap} * {d.ksz[i]} + w{i})" if tap else f"w{i}"
-    w(f"const {d.t} *xrow = {_plus(f'{xin} + {xrow} * isz{last} * {d.cin}', group, d.cin_g)};")
-    base = _plus(f"{kin} + {tap} * {d.ksz[last] * d.cin_g * d.cout}" if tap else kin,
-                 group, d.cout_g)
-    w(f"const {d.t} *wtap = {base} + f0;")
-    cout, step = d.cout, d.attr("window_strides", last) * d.cin
-    if d.contiguous() and npos > 1:
-        w.open("if (inner)")
-        w(f"const {d.t} *xb = xrow + {d.position(last, 'ob', '0')} * {d.cin};")
-        if d.groups == 1:   # taps x features are consecutive in input and in weights
-            with w.block(f"for (int64_t q = 0; q < {d.ksz[last] * d.cin}; q++)"):
-                with w.block(f"for (int p = 0; p < {npos}; p++)"):
-                    w(f"const {d.t} xv = xb[p * {step} + q];")
-                    _simd(w, nfeat, f"acc[p][j] = {fma}(xv, wtap[q * {cout} + j], acc[p][j]);")
-        else:
-            with w.block(f"for (int64_t w{last} = 0; w{last} < {d.ksz[last]}; w{last}++)"):
-                with w.block(f"for (int64_t c = 0; c < {d.cin_g}; c++)"):
-                    with w.block(f"for (int p = 0; p < {npos}; p++)"):
-                        w(f"const {d.t} xv = xb[p * {step} + w{last} * {d.cin} + c];")
-                        _simd(w, nfeat, f"acc[p][j] = {fma}(xv, wtap[(w{last} * {d.cin_g} + c) "
-                                        f"* {cout} + j], acc[p][j]);")
-        w.else_()
-    else:
-        w.open()
-    with w.block(f"for (int64_t w{last} = 0; w{last} < {d.ksz[last]}; w{last}++)"):
-        w(f"const {d.t} *xp[{npos}];   /* each position's input features at this tap */")
-        with w.block(f"for (int p = 0; p < {npos}; p++)"):
-            w(f"const int64_t y{last} = {d.position(last, '(ob + p)', f'w{last}')};")
-            cond, at = dilated_index(f"y{last}", d.attr("lhs_dilation", last), f"isz{last}")
-            w(f"xp[p] = ob + p < osz{last} && {cond} ? xrow + {at} * {d.cin} : zeros;")
-        with w.block(f"for (int64_t c = 0; c < {d.cin_g}; c++)"):
-            with w.block(f"for (int p = 0; p < {npos}; p++)"):
-                w(f"const {d.t} xv = xp[p][c];")
-                _simd(w, nfeat, f"acc[p][j] = {fma}(xv, wtap[(w{last} * {d.cin_g} + c) * {cout} "
-                                f"+ j], acc[p][j]);")
-    w.close()
-    for _ in range(last):
-        w.close()
-    with w.block(f"for (int p = 0; p < {npos} && ob + p < osz{last}; p++)"):
-        _simd(w, nfeat, f"orow[{_plus(f'(ob + p) * {cout}', group, d.cout_g)} + f0 + j] = "
-                        f"acc[p][j];")
+    _emit_im2col(ctx.w, op, ctx.operands, ctx.outputs[0], ctx.dim)
 
 
 # --------------------------------------------------------------------------------- im2col

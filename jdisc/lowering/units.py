@@ -5,7 +5,8 @@ A program's C file is a sequence of units, each starting at a marker line
 unit per distinct kernel (a GEMM of a BLAS type has none: the launcher calls the runtime's
 jd_dot), in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
-few rows (jd_skinny.h), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
+few rows (jd_skinny.h), in a program with direct convolutions their code (jd_conv.h, one unit
+per element type: the launcher calls it), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
 jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py
 compiles them in parallel, caches each object by its text, and links them into the program's
 library. A kernel unit's text depends only on the kernel's code: its function is named after
@@ -144,6 +145,16 @@ def skinny_unit() -> str:
     for the other programs."""
     body = c_runtime.source("jd_skinny.h")
     return marker("skinny", RUNTIME_OPT) + head(body) + body
+
+
+@functools.cache
+def conv_unit(dtype: str) -> str:
+    """The direct convolutions in `dtype` (f32 or f64: jd_conv.h), a unit of the programs that
+    have one: compiled once for every program."""
+    ct, lanes = {"f32": ("float", 16), "f64": ("double", 8)}[dtype]
+    text = c_runtime.source("jd_conv.h").replace("JDCONV_T", ct).replace(
+        "JDCONV_S", dtype).replace("JDCONV_LANES", str(lanes))
+    return marker("conv_" + dtype, KERNEL_OPT) + head(text) + text
 
 
 def body(unit: str) -> str | None:

@@ -7,6 +7,7 @@
     jd_shared.h         what a program's units share: the pool's and the GEMMs' declarations
     jd_pool.h           the pool of threads that runs kernels' parallel loops and GEMMs
     jd_skinny.h         f32 GEMMs of a few rows, which read the other operand once per 8 rows
+    jd_conv.h           direct convolutions (NHWC x HWIO), over an element type (units.py)
     jd_gemm.h           GEMMs split into single-threaded BLAS calls on the pool
     jd_lanes.h          16 rows of 4-byte values to lanes (column by column) and back, by tiles
     jd_ffi.h            the body of every program's XLA FFI handler (over XLA's FFI C API)
@@ -22,7 +23,8 @@
 A program's C carries the text of the headers it uses (`source`), so that it builds on its own:
 packages ship it, and the cache key is its hash. jd_fp.h, jd_pool.h, jd_gemm.h, jd_lanes.h and
 jd_ffi.h are the runtime unit (lowering/units.py), compiled once for every program; jd_skinny.h
-is the unit of the programs with float32 GEMMs; jd_fft.h and jd_fft_real.h are the FFT unit of
+is the unit of the programs with float32 GEMMs; jd_conv.h, per element type, the unit of the
+programs with direct convolutions; jd_fft.h and jd_fft_real.h are the FFT unit of
 a program with FFTs, whose kernels carry jd_fft_api.h; the other units include jd_shared.h.
 tests/test_c_runtime.py compiles each header.
 """
@@ -40,5 +42,5 @@ def source(name: str) -> str:
 
 
 HEADERS = ("jd_libc.h", "jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h",
-           "jd_skinny.h", "jd_gemm.h", "jd_lanes.h", "jd_ffi.h", "jd_arena.h", "jd_half.h", "jd_math.h",
+           "jd_skinny.h", "jd_conv.h", "jd_gemm.h", "jd_lanes.h", "jd_ffi.h", "jd_arena.h", "jd_half.h", "jd_math.h",
            "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h", "jd_keep_branches.h")

@@ -49,6 +49,22 @@ JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, in
 JD_RT int jd_dot(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
                  int64_t k, const void *a, const void *b, void *c);
 
+/* A direct convolution, NHWC x HWIO -> NHWC, as the launcher passes it to the conv unit's
+   jd_conv_f32 / jd_conv_f64 (jd_conv.h): per spatial dim (outermost first) the input, output
+   and kernel sizes, stride, kernel (rhs) and input (lhs) dilation, low padding and whether the
+   window is reversed; cin and cout count every group's features. */
+#define JD_CONV_MAX_DIMS 3
+typedef struct {
+  int64_t ns, batch, cin, cout, groups;
+  int64_t isz[JD_CONV_MAX_DIMS], osz[JD_CONV_MAX_DIMS], ksz[JD_CONV_MAX_DIMS];
+  int64_t stride[JD_CONV_MAX_DIMS], rdil[JD_CONV_MAX_DIMS], ldil[JD_CONV_MAX_DIMS];
+  int64_t lo[JD_CONV_MAX_DIMS], rev[JD_CONV_MAX_DIMS];
+  const void *x, *k;
+  void *out;
+} jd_conv_args;
+JD_RT int jd_conv_f32(const jd_conv_args *a);
+JD_RT int jd_conv_f64(const jd_conv_args *a);
+
 /* A program as its XLA FFI handler sees it (jd_ffi.h): counts, output ranks, its entry points */
 typedef struct {
   int64_t n_in, n_out, in_rank, out_rank, n_dims;   /* ranks: summed over inputs, outputs */
