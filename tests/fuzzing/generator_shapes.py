@@ -161,10 +161,14 @@ class ShapeGens:
                                      "axis": self.r(len(self.shape(v)))})
 
     def gen_conv(self):
-        """A 1-D convolution, NCW, of fixed weights over c static channels."""
+        """A 1-D convolution, NCW, of fixed weights over c static channels, in 1 or (c even) 2
+        feature groups; o output features per group, from one to past the conv unit's blocks
+        of 16 and 32 (jd_conv.h)."""
         v = self.pick(lambda v: self.kind(v) == "f" and len(self.shape(v)) == 3
                       and isinstance(self.shape(v)[1], int) and 1 <= self.shape(v)[1] <= 4)
-        self.add("conv", [v], {"o": self.choice([1, 2, 3]), "k": self.choice([1, 2, 3]),
+        groups = 2 if self.shape(v)[1] % 2 == 0 and self.r() < 0.3 else 1
+        self.add("conv", [v], {"o": groups * self.choice([1, 2, 3, 3, 16, 17, 33]),
+                               "k": self.choice([1, 2, 3]), "groups": groups,
                                "stride": self.choice([1, 1, 2]), "dil": self.choice([1, 1, 2]),
                                "padding": self.choice(["SAME", "VALID"])})
 

@@ -60,24 +60,27 @@ def _weights_src(o: int, c: int, k: int) -> str:
 
 def _conv_run(node, xs, ctx):
     p = node.p
-    c = xs[0].shape[1]
+    c = xs[0].shape[1] // p.get("groups", 1)
     w = (jnp.arange(p["o"] * c * p["k"], dtype=jnp.float32).reshape(p["o"], c, p["k"]) % 3
          - 1.0) * 0.5
     return lax.conv_general_dilated(xs[0], w, (p["stride"],), p["padding"],
-                                    rhs_dilation=(p["dil"],))
+                                    rhs_dilation=(p["dil"],),
+                                    feature_group_count=p.get("groups", 1))
 
 
 def _conv_src(node, n, ctx):
     p = node.p
-    c = ctx.types[node.args[0]].shape[1]
+    c = ctx.types[node.args[0]].shape[1] // p.get("groups", 1)
     return (f"lax.conv_general_dilated({n[0]}, {_weights_src(p['o'], c, p['k'])}, "
-            f"({p['stride']},), '{p['padding']}', rhs_dilation=({p['dil']},))")
+            f"({p['stride']},), '{p['padding']}', rhs_dilation=({p['dil']},), "
+            f"feature_group_count={p.get('groups', 1)})")
 
 
 def _conv_facts(node, fs, ctx):
-    """A sum of c*k products with weights of at most 0.5 (exact): c*k roundings."""
+    """A sum of c*k products (c a group's channels) with weights of at most 0.5 (exact): c*k
+    roundings."""
     f = fs[0]
-    terms = ctx.types[node.args[0]].shape[1] * node.p["k"]
+    terms = ctx.types[node.args[0]].shape[1] // node.p.get("groups", 1) * node.p["k"]
     m = 0.5 * terms * f.mag
     return ffacts(-m, m, 0.5 * terms * f.err + (terms + 1) * U * m)
 
