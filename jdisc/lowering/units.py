@@ -6,8 +6,8 @@ unit per distinct kernel (a GEMM of a BLAS type has none: the launcher calls the
 jd_dot), in a program with FFTs the FFT code its FFT kernels call (jd_fft.h,
 jd_fft_real.h per precision: lowering/fft.py), in a program with float32 GEMMs their loops for a
 few rows (jd_skinny.h), in a program with direct convolutions their code (jd_conv.h, one unit
-per element type: the launcher calls it), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h, jd_gemm.h,
-jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py
+per element type: the launcher calls it), and the runtime (jd_errors.h, jd_fp.h, jd_pool.h,
+jd_gemm.h, jd_lanes.h, jd_ffi.h). Each unit is C that compiles on its own; custom_calls/compiler.py
 compiles them in parallel, caches each object by its text, and links them into the program's
 library. A kernel unit's text depends only on the kernel's code: its function is named after
 its content (`jd_u<hash>`) and its dims are its own (`jd_dim0`, ...), so the same LayerNorm or

@@ -42,5 +42,6 @@ def source(name: str) -> str:
 
 
 HEADERS = ("jd_libc.h", "jd_dims.h", "jd_errors.h", "jd_fp.h", "jd_shared.h", "jd_pool.h",
-           "jd_skinny.h", "jd_conv.h", "jd_gemm.h", "jd_lanes.h", "jd_ffi.h", "jd_arena.h", "jd_half.h", "jd_math.h",
-           "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h", "jd_keep_branches.h")
+           "jd_skinny.h", "jd_conv.h", "jd_gemm.h", "jd_lanes.h", "jd_ffi.h", "jd_arena.h",
+           "jd_half.h", "jd_math.h", "jd_rng.h", "jd_fft.h", "jd_fft_real.h", "jd_fft_api.h",
+           "jd_keep_branches.h")
