@@ -12,12 +12,19 @@
    output features go in blocks of 2 * JDCONV_LANES (two vectors of 64 bytes), then one of
    JDCONV_LANES, then the last few (fewer than JDCONV_LANES) as one more of JDCONV_LANES whose
    weights are a copy padded with zeros (ctx.rest: no read past the kernel's last weight, and
-   the code of two block widths only); a block of two vectors has 6 positions, of one 8: 12 of the 32 registers an AVX-512 core has hold the
-   accumulators, leaving room for weights and broadcast inputs (blocks of 4..8 positions x 16..64
-   features measured within noise of each other on W4). The 1 to 3 positions past a row's last
+   the code of two block widths only); a block of two vectors has 6 positions, of one 8: 12 of
+   the 32 registers an AVX-512 core has hold the accumulators, leaving room for weights and
+   broadcast inputs (blocks of 4..8 positions x 16..64 features measured within noise of each
+   other on W4). The inputs of one group, each position's taps times features, are one run of
+   input and of weights. The 1 to 3 positions past a row's last
    whole block run one at a time (a block of one position took a fifth to a quarter of a whole
    block's time in W4's second convolution), 4 or 5 in one more block that computes positions
-   past the row but does not store them (1.05-1.25x faster than one at a time there).
+   past the row but does not store them (1.05-1.25x faster than one at a time there). Against
+   the kernels generated for each convolution before (lowering/conv.py, until 2026-12-07):
+   W4's second convolution 1.1-2.4x faster, its first (3 input features, whose whole window
+   the generated kernel unrolled with constant offsets) 1.1-1.4x slower (docs/performance.md).
+   GCC clones a static function per call site's constants at -O3: the block widths' functions
+   are noinline, noclone (a clone of the narrow width doubled its code).
 
    Taps outside the input (padding, dilation holes) are skipped for the outer spatial dims and
    read zeros for the innermost one; a block whose innermost taps are all inside reads them as
@@ -164,13 +171,19 @@ static inline __attribute__((always_inline)) void jd_conv_positions_JDCONV_S(
 }
 
 /* the two block widths, each a function of its own: two vectors of features, then one */
-static __attribute__((noinline, noclone)) void jd_conv_wide_JDCONV_S(const jd_conv_ctx_JDCONV_S *c, const jd_conv_row_JDCONV_S *r,
-                                  const jd_conv_weights_JDCONV_S *wt) {
+#if defined(__GNUC__) && !defined(__clang__)
+#define JDCONV_ONCE __attribute__((noinline, noclone))
+#else
+#define JDCONV_ONCE __attribute__((noinline))
+#endif
+static JDCONV_ONCE void jd_conv_wide_JDCONV_S(const jd_conv_ctx_JDCONV_S *c,
+                                              const jd_conv_row_JDCONV_S *r,
+                                              const jd_conv_weights_JDCONV_S *wt) {
   jd_conv_positions_JDCONV_S(c, r, wt, 6, JDCONV_MAXF);
 }
-static __attribute__((noinline, noclone)) void jd_conv_vector_JDCONV_S(const jd_conv_ctx_JDCONV_S *c,
-                                    const jd_conv_row_JDCONV_S *r,
-                                    const jd_conv_weights_JDCONV_S *wt) {
+static JDCONV_ONCE void jd_conv_vector_JDCONV_S(const jd_conv_ctx_JDCONV_S *c,
+                                                const jd_conv_row_JDCONV_S *r,
+                                                const jd_conv_weights_JDCONV_S *wt) {
   jd_conv_positions_JDCONV_S(c, r, wt, 8, JDCONV_LANES);
 }
 
@@ -255,3 +268,4 @@ JD_RT int jd_conv_JDCONV_S(const jd_conv_args *a) {
 #undef JDCONV_MAXP
 #undef JDCONV_MAXF
 #undef JDCONV_PARALLEL_MACS
+#undef JDCONV_ONCE
