@@ -61,7 +61,7 @@ def test_sanitizer_catches_an_out_of_bounds_write(tmp_path):
 # double).
 SANITIZED = [
     "test_bad_input.py", "test_fusion.py", "test_ops.py", "test_dtypes.py",
-    "test_bitcast.py", "test_cnn_kernels.py", "test_gemm_pool.py",
+    "test_bitcast.py", "test_cnn_kernels.py", "test_conv_reference.py", "test_gemm_pool.py",
     "test_control_flow.py", "test_linalg.py", "test_fft.py"]
 SKIPPED = "decode or (test_linalg and float32) or test_one_axis[True]"
 
