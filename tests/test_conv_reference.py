@@ -129,3 +129,22 @@ def test_grouped_blocks_inside_the_input(groups, cout_g):
         x = rng.standard_normal((2, 4, width, 3 * groups)).astype(np.float32)
         assert_close(jf(x), reference(x, w, (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), groups)
                      .astype(np.float32), 1e-5, f"W={width}")
+
+
+@pytest.mark.parametrize("strides, padding, lhs", [((1,), "SAME", (1,)),
+                                                   ((2,), ((-1, 3),), (2,))])
+def test_long_rows_of_many_features_in_chunks(strides, padding, lhs):
+    # a row of 256 features copies its input for 240 output positions at a time (jd_conv.h
+    # JDCONV_CHUNK_BYTES): chunks, their boundaries and a last, shorter one
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((3, 256, 17)).astype(np.float32)
+
+    def f(x):
+        return jax.lax.conv_general_dilated(x, w, strides, padding, lhs_dilation=lhs,
+                                            dimension_numbers=("NWC", "WIO", "NWC"))
+    jf = jdisc.jit(f, dynamic_axes=({1: "S"},), constraints=("S >= 3",))
+    pads = ((1, 1),) if padding == "SAME" else padding
+    for s in (601, 240, 3):
+        x = rng.standard_normal((2, s, 256)).astype(np.float32)
+        assert_close(jf(x), reference(x, w, strides, pads, lhs, (1,), 1).astype(np.float32),
+                     1e-5, f"S={s}")

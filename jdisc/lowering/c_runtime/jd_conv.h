@@ -39,6 +39,8 @@
 #define JDCONV_MAXF (2 * JDCONV_LANES)
 /* multiply-adds below which a convolution runs on one thread (waking threads costs more) */
 #define JDCONV_PARALLEL_MACS 4194304
+/* about the bytes of padded input rows a chunk of an output row copies (jd_conv_rows) */
+#define JDCONV_CHUNK_BYTES 262144
 
 typedef struct {
   jd_region jd;                 /* the parallel loop's: first, as jd_parallel expects */
@@ -47,14 +49,16 @@ typedef struct {
      JDCONV_LANES (groups x taps x cin_g rows), or NULL where there are none */
   const JDCONV_T *rest;
   int64_t cin_g, cout_g, taps, outer_taps;
-  int64_t span;                 /* positions in a padded input row */
+  int64_t chunk;                /* output positions a row is copied for at a time */
+  int64_t span;                 /* positions in a padded input row: a chunk's */
   int64_t one_run;              /* one group, kernel taps side by side: a position's taps
                                    times features are one run of a padded row */
 } jd_conv_ctx_JDCONV_S;
 
-typedef struct {                /* one output row: image b, outer positions o, group g */
+typedef struct {                /* a chunk of an output row: image b, outer positions o, group g */
   int64_t b, g, o[JD_CONV_MAX_DIMS];
-  JDCONV_T *out;                /* the row's first output */
+  int64_t n;                    /* the chunk's positions */
+  JDCONV_T *out;                /* its first output */
   const JDCONV_T **xrows;       /* per outer tap: its padded input row, NULL if outside */
   JDCONV_T *padded;             /* those rows: outer_taps x span x cin values */
   int64_t *xoff;                /* per innermost tap: where it reads in a padded row */
@@ -71,14 +75,15 @@ static inline int jd_conv_hit_JDCONV_S(int64_t y, int64_t ldil, int64_t n, int64
   return y >= 0 && y % ldil == 0 && *at < n;
 }
 
-/* r.xrows for row r: for each tap of the outer spatial dims (outermost first, as an odometer
-   counts), its input row copied into a padded row (position q of which is the innermost dim's
-   position q - lo, in input-dilated coordinates), or NULL where one of the tap's outer
-   positions falls outside the input. */
-static void jd_conv_pad_rows_JDCONV_S(const jd_conv_ctx_JDCONV_S *c, jd_conv_row_JDCONV_S *r) {
+/* r.xrows for the chunk of row r from output position x0: for each tap of the outer spatial
+   dims (outermost first, as an odometer counts), its input row copied into a padded row
+   (position q of which is the innermost dim's position x0 * stride + q - lo, in input-dilated
+   coordinates), or NULL where one of the tap's outer positions falls outside the input. */
+static void jd_conv_pad_rows_JDCONV_S(const jd_conv_ctx_JDCONV_S *c, jd_conv_row_JDCONV_S *r,
+                                      int64_t x0) {
   const jd_conv_args *a = c->a;
   const int64_t last = a->ns - 1, cin = a->cin, span = c->span, isl = a->isz[last];
-  const int64_t lo = a->lo[last], ldil = a->ldil[last];
+  const int64_t lo = a->lo[last] - x0 * a->stride[last], ldil = a->ldil[last];
   int64_t w[JD_CONV_MAX_DIMS] = {0};
   for (int64_t t = 0; t < c->outer_taps; t++) {
     int64_t at = r->b, inside = 1;
@@ -155,9 +160,8 @@ static inline __attribute__((always_inline)) void jd_conv_block_JDCONV_S(
       }
     }
   }
-  const int64_t osl = a->osz[last];
   JDCONV_T *o = r->out + r->g * c->cout_g + wt->f0;
-  for (int p = 0; p < P && ob + p < osl; p++) {
+  for (int p = 0; p < P && ob + p < r->n; p++) {
     if (F == JDCONV_MAXF || F == wt->width) {   /* a wide block stores every feature */
 #pragma omp simd
       for (int j = 0; j < F; j++) o[(ob + p) * a->cout + j] = acc[p][j];
@@ -167,12 +171,12 @@ static inline __attribute__((always_inline)) void jd_conv_block_JDCONV_S(
   }
 }
 
-/* Features wt.f0 .. wt.f0 + F - 1 of row r at every position: whole blocks of P, then the
+/* Features wt.f0 .. wt.f0 + F - 1 of chunk r at every position: whole blocks of P, then the
    last few positions one at a time or as one more block. */
 static inline __attribute__((always_inline)) void jd_conv_positions_JDCONV_S(
     const jd_conv_ctx_JDCONV_S *c, const jd_conv_row_JDCONV_S *r,
     const jd_conv_weights_JDCONV_S *wt, const int P, const int F) {
-  const int64_t osl = c->a->osz[c->a->ns - 1];
+  const int64_t osl = r->n;
   const int64_t left = osl % P;
   const int64_t tail = left && left <= 3 ? osl - left : osl;
   for (int64_t ob = 0; ob < tail; ob += P) jd_conv_block_JDCONV_S(c, r, ob, wt, P, F);
@@ -196,10 +200,31 @@ static JDCONV_ONCE void jd_conv_vector_JDCONV_S(const jd_conv_ctx_JDCONV_S *c,
   jd_conv_positions_JDCONV_S(c, r, wt, 8, JDCONV_LANES);
 }
 
+/* Every feature of chunk r's group r.g: blocks of two vectors of features, then one, then the
+   last few (a vector's worth of padded weights) */
+static void jd_conv_group_JDCONV_S(const jd_conv_ctx_JDCONV_S *c, const jd_conv_row_JDCONV_S *r) {
+  const int64_t cout_g = c->cout_g;
+  jd_conv_weights_JDCONV_S wt = {(const JDCONV_T *)c->a->k + r->g * cout_g, c->a->cout, 0,
+                                 JDCONV_MAXF};
+  for (; cout_g - wt.f0 >= JDCONV_MAXF; wt.f0 += JDCONV_MAXF, wt.w += JDCONV_MAXF)
+    jd_conv_wide_JDCONV_S(c, r, &wt);
+  wt.width = JDCONV_LANES;
+  if (cout_g - wt.f0 >= JDCONV_LANES) {
+    jd_conv_vector_JDCONV_S(c, r, &wt);
+    wt.f0 += JDCONV_LANES;
+    wt.w += JDCONV_LANES;
+  }
+  if (cout_g > wt.f0) {
+    const jd_conv_weights_JDCONV_S pad = {c->rest + r->g * c->taps * c->cin_g * JDCONV_LANES,
+                                          JDCONV_LANES, wt.f0, cout_g - wt.f0};
+    jd_conv_vector_JDCONV_S(c, r, &pad);
+  }
+}
+
 static void jd_conv_rows_JDCONV_S(const void *ctx, int64_t piece) {
   const jd_conv_ctx_JDCONV_S *c = (const jd_conv_ctx_JDCONV_S *)ctx;
   const jd_conv_args *a = c->a;
-  const int64_t last = a->ns - 1, cout_g = c->cout_g, kl = a->ksz[last];
+  const int64_t last = a->ns - 1, kl = a->ksz[last];
   const int64_t lo = piece * c->jd.step;
   const int64_t hi = c->jd.count - lo < c->jd.step ? c->jd.count : lo + c->jd.step;
   jd_conv_row_JDCONV_S r;
@@ -222,24 +247,11 @@ static void jd_conv_rows_JDCONV_S(const void *ctx, int64_t piece) {
       rest /= a->osz[i];
     }
     r.b = rest;
-    r.out = (JDCONV_T *)a->out + row * a->osz[last] * a->cout;
-    jd_conv_pad_rows_JDCONV_S(c, &r);
-    for (r.g = 0; r.g < a->groups; r.g++) {
-      jd_conv_weights_JDCONV_S wt = {(const JDCONV_T *)a->k + r.g * cout_g, a->cout, 0,
-                                     JDCONV_MAXF};
-      for (; cout_g - wt.f0 >= JDCONV_MAXF; wt.f0 += JDCONV_MAXF, wt.w += JDCONV_MAXF)
-        jd_conv_wide_JDCONV_S(c, &r, &wt);
-      wt.width = JDCONV_LANES;
-      if (cout_g - wt.f0 >= JDCONV_LANES) {
-        jd_conv_vector_JDCONV_S(c, &r, &wt);
-        wt.f0 += JDCONV_LANES;
-        wt.w += JDCONV_LANES;
-      }
-      if (cout_g > wt.f0) {   /* the last few features: a vector's worth of padded weights */
-        const jd_conv_weights_JDCONV_S pad = {c->rest + r.g * c->taps * c->cin_g * JDCONV_LANES,
-                                              JDCONV_LANES, wt.f0, cout_g - wt.f0};
-        jd_conv_vector_JDCONV_S(c, &r, &pad);
-      }
+    for (int64_t x0 = 0; x0 < a->osz[last]; x0 += c->chunk) {
+      r.n = a->osz[last] - x0 < c->chunk ? a->osz[last] - x0 : c->chunk;
+      r.out = (JDCONV_T *)a->out + (row * a->osz[last] + x0) * a->cout;
+      jd_conv_pad_rows_JDCONV_S(c, &r, x0);
+      for (r.g = 0; r.g < a->groups; r.g++) jd_conv_group_JDCONV_S(c, &r);
     }
   }
   free(r.xrows);
@@ -268,11 +280,17 @@ JD_RT int jd_conv_JDCONV_S(const jd_conv_args *a) {
   for (int64_t i = 0; width && i < rows_of_rest; i++)   /* row i: group i / (taps cin_g) */
     memcpy(rest + i * JDCONV_LANES, (const JDCONV_T *)a->k + i % (taps * cin_g) * a->cout
                + i / (taps * cin_g) * cout_g + cout_g - width, sizeof(JDCONV_T) * (size_t)width);
-  /* a padded row holds every position a block reads: the last block's up to JDCONV_MAXP - 1
-     positions past the row, each reading (ksz - 1) * rdil positions on */
-  const int64_t span = (a->osz[last] + JDCONV_MAXP - 1) * a->stride[last]
+  /* a row is copied for chunks of output positions (the whole row, or a multiple of 24: whole
+     blocks of 6 and of 8), whose padded rows hold about JDCONV_CHUNK_BYTES (a long 1-D row of
+     many features would otherwise copy all of itself per piece); a padded row holds every
+     position its chunk's blocks read: the last block's up to JDCONV_MAXP - 1 positions past
+     the chunk, each reading (ksz - 1) * rdil positions on */
+  const int64_t per_position = outer_taps * a->cin * a->stride[last] * (int64_t)sizeof(JDCONV_T);
+  const int64_t fits = JDCONV_CHUNK_BYTES / (per_position > 0 ? per_position : 1) / 24 * 24;
+  const int64_t chunk = a->osz[last] <= fits ? a->osz[last] : fits > 24 ? fits : 24;
+  const int64_t span = (chunk + JDCONV_MAXP - 1) * a->stride[last]
                        + (a->ksz[last] - 1) * a->rdil[last] + 1;
-  jd_conv_ctx_JDCONV_S c = {{0, 0, 0}, a, rest, cin_g, cout_g, taps, outer_taps, span,
+  jd_conv_ctx_JDCONV_S c = {{0, 0, 0}, a, rest, cin_g, cout_g, taps, outer_taps, chunk, span,
                             a->groups == 1 && a->rdil[last] == 1 && !a->rev[last]};
   /* in parallel: rows of output positions */
   jd_parallel(jd_conv_rows_JDCONV_S, &c.jd, rows,
@@ -284,4 +302,5 @@ JD_RT int jd_conv_JDCONV_S(const jd_conv_args *a) {
 #undef JDCONV_MAXP
 #undef JDCONV_MAXF
 #undef JDCONV_PARALLEL_MACS
+#undef JDCONV_CHUNK_BYTES
 #undef JDCONV_ONCE
