@@ -133,9 +133,10 @@ def test_grouped_blocks_inside_the_input(groups, cout_g):
 
 @pytest.mark.parametrize("strides, padding, lhs", [((1,), "SAME", (1,)),
                                                    ((2,), ((-1, 3),), (2,))])
-def test_long_rows_of_many_features_in_chunks(strides, padding, lhs):
-    # a row of 256 features copies its input for 240 output positions at a time (jd_conv.h
-    # JDCONV_CHUNK_BYTES): chunks, their boundaries and a last, shorter one
+def test_long_rows_of_many_features(strides, padding, lhs):
+    # rows of hundreds of positions of 256 features each, strided and input-dilated too (a
+    # version of jd_conv.h that copied rows into padded ones did so in chunks of 240 output
+    # positions: tried, not kept, docs/performance.md)
     rng = np.random.default_rng(7)
     w = rng.standard_normal((3, 256, 17)).astype(np.float32)
 
