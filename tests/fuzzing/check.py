@@ -151,22 +151,7 @@ def _check(progs, envs, seeds) -> list[list[Failure]]:
             for fl in fails:
                 fl.append(Failure(type(err).__name__, f"{err}"[:2000], env))
             return fails
-        j = 0
-        for i, (p, t) in enumerate(zip(progs, typings)):
-            for n, o in enumerate(p.outputs):
-                msg = compare(got[j], want[j], tolerance(t.facts[o], t.types[o].dtype))
-                kind = "mismatch"
-                if msg and np.shape(got[j]) != np.shape(want[j]) and 0 in env.values() and \
-                        np.shape(got[j]) == tuple(at(d, env) for d in t.types[o].shape):
-                    # the exported program's own size at this env: jax.export simplified it
-                    # assuming every dim >= 1 (x[:1] of a dim a has the static size 1)
-                    kind, msg = "size0", f"jax.export's size {t.types[o].shape}: {msg}"
-                if msg and kind == "mismatch":
-                    kind, msg = _tie_break(p, per_prog[i], n, got[j], want[j],
-                                           tolerance(t.facts[o], t.types[o].dtype), msg)
-                if msg and not any(f.output == n for f in fails[i]):
-                    fails[i].append(Failure(kind, f"output {n} at {env}: {msg}", env, n))
-                j += 1
+        _compare_outputs(progs, typings, per_prog, got, want, env, fails, "mismatch", "")
         _check_traced(jf, progs, typings, per_prog, want, env, fails)
     if jf.stats()["compiles"] != 1:
         for fl in fails:
@@ -185,18 +170,30 @@ def _check_traced(jf, progs, typings, per_prog, want, env, fails) -> None:
             fl.append(Failure(f"traced {type(err).__name__}", f"inside jax.jit: {err}"[:2000],
                               env))
         return
+    _compare_outputs(progs, typings, per_prog, got, want, env, fails, "traced",
+                     " inside jax.jit")
+
+
+def _compare_outputs(progs, typings, per_prog, got, want, env, fails, kind: str,
+                     where: str) -> None:
+    """Each program's outputs in `got` (the batch's, in order) against `want`: a difference is
+    `kind`, unless it is jax.export's size at a size 0 ("size0") or jax.jit's own ("xla", the
+    tie-breaker); an output already found wrong is not reported again."""
     j = 0
     for i, (p, t) in enumerate(zip(progs, typings)):
         for n, o in enumerate(p.outputs):
             tol = tolerance(t.facts[o], t.types[o].dtype)
-            msg = compare(got[j], want[j], tol)
-            kind = "traced"
-            if msg:
-                kind, msg = _tie_break(p, per_prog[i], n, got[j], want[j], tol, msg)
-                kind = "traced" if kind == "mismatch" else kind
+            msg, found = compare(got[j], want[j], tol), kind
+            if msg and np.shape(got[j]) != np.shape(want[j]) and 0 in env.values() and \
+                    np.shape(got[j]) == tuple(at(d, env) for d in t.types[o].shape):
+                # the exported program's own size at this env: jax.export simplified it
+                # assuming every dim >= 1 (x[:1] of a dim a has the static size 1)
+                found, msg = "size0", f"jax.export's size {t.types[o].shape}: {msg}"
+            elif msg:
+                found, msg = _tie_break(p, per_prog[i], n, got[j], want[j], tol, msg)
+                found = kind if found == "mismatch" else found
             if msg and not any(f.output == n for f in fails[i]):
-                fails[i].append(Failure(kind, f"output {n} at {env} inside jax.jit: {msg}", env,
-                                        n))
+                fails[i].append(Failure(found, f"output {n} at {env}{where}: {msg}", env, n))
             j += 1
 
 
