@@ -327,6 +327,28 @@ def test_bias_and_relu_after_a_gemm_write_over_its_output():
     assert any(name.endswith("(in place)") for s in plan.slots for name in s.buffers)
 
 
+def test_an_input_written_over_is_passed_as_null(tmp_path):
+    """The kernel reads an input it writes over through its output pointer: the launcher
+    passes NULL for the input's own parameter, so no two `restrict` parameters get one array
+    (GCC's -Wrestrict warned at each such call), and a read through it could not go unseen."""
+    import subprocess
+    from jdisc.custom_calls import compiler
+    from jdisc.lowering import units
+    from jdisc.lowering.codegen import generate
+    wl = W.workloads()["W3"]
+    source = generate(to_ir(wl.fn, wl.dynamic_axes, *wl.make_args(2, 3, np.random.default_rng(0)))
+                      ).source
+    assert "(d_N, ((float *)ins[0]), NULL, ((float *)(arena + ((int64_t)0))))" in source
+    (_, _, text), = [u for u in units.split(source) if u[0] == "launcher"]
+    path = tmp_path / "launcher.c"
+    path.write_text(text)
+    flags = [f for f in compiler.compile_flags() if f not in ("-shared",)]
+    run = subprocess.run([*compiler.compiler_command(), *flags, "-Werror=restrict", "-c",
+                          str(path), "-o", str(tmp_path / "launcher.o")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 @pytest.mark.parametrize("fn, why", [
     (lambda x, w: jnp.tanh(x @ w) @ w, None),      # the control: in place
     (lambda x, w: (jax.nn.relu(x @ w) @ w) * (x @ w), "read again later"),

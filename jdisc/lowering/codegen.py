@@ -239,7 +239,7 @@ def _kernel_params(k: Kernel, dim, dim_params: list[str]
     inputs = {}
     for i, v in enumerate(k.inputs):
         # an input the kernel writes over is read through its output pointer (the launcher
-        # passes it all the same): one pointer to the array, `restrict` kept
+        # passes NULL for it): one pointer to the array, `restrict` kept
         inputs[v.id] = "out0" if v.id in k.writes_over else f"in{i}"
         params.append(f"const {ctype(v.dtype)} *{_restrict(k, v)}in{i}")
     outs = []
@@ -475,7 +475,11 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
                     w(f"jd_profile_seconds[{idx}] += jd_now() - jd_t0;")
                 continue
             args = [c_dim_name(d) for d in kernel_dim_vars(k)]
-            args += [buffers[v.id] for v in k.inputs] + [buffers[v.id] for v in k.outputs]
+            # an input the kernel writes over is read through its output pointer: NULL for
+            # its own parameter, as two `restrict` parameters given one array made GCC warn at
+            # every such call (-Wrestrict), and a read through it would fault, not go unseen
+            args += [("NULL" if v.id in k.writes_over else buffers[v.id]) for v in k.inputs]
+            args += [buffers[v.id] for v in k.outputs]
             fn = symbols[k.name]
             if fn is None:      # a GEMM (jd_dot) or a direct convolution (jd_conv_<t>)
                 call = (blas if k.kind == "dot" else conv).runtime_call(
