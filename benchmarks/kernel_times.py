@@ -70,10 +70,17 @@ def print_result(d: dict, name: str) -> None:
     print("| shape | kernel | " + " | ".join(f"{s} ms" for s in sides) + " |\n"
           "| --- | --- | " + " | ".join("---" for _ in sides) + " |")
     for shape in d["shapes"]:
-        for kernel in d["sides"][sides[0]][0][shape]:
-            cells = ["/".join(f"{r[shape][kernel] * 1e3:.3f}" for r in d["sides"][s])
-                     for s in sides]
+        # every side's kernels (a change may merge or split them: "-" where a side has none
+        # of that name), then their sum per round
+        kernels = list(dict.fromkeys(k for s in sides for k in d["sides"][s][0][shape]))
+        for kernel in kernels:
+            cells = ["/".join(f"{r[shape][kernel] * 1e3:.3f}" if kernel in r[shape] else "-"
+                              for r in d["sides"][s]) for s in sides]
             print(f"| {shape} | {kernel} | " + " | ".join(cells) + " |")
+        if len(kernels) > 1:
+            cells = ["/".join(f"{sum(r[shape].values()) * 1e3:.3f}" for r in d["sides"][s])
+                     for s in sides]
+            print(f"| {shape} | all kernels | " + " | ".join(cells) + " |")
     print()
 
 

@@ -111,8 +111,9 @@ def test_kernel_times_reports_each_kernel_per_side(tmp_path):
     for runs in d["sides"].values():
         (run,) = runs
         for shape in d["shapes"]:
+            # the bias and ReLU are the GEMMs' epilogues (gemm_epilogue.py)
             assert [k.split("_", 2)[2] for k in run[shape]] == \
-                ["dot_general", "add_maximum", "dot_general", "add"], run[shape]
+                ["dot_general", "dot_general"], run[shape]
             assert all(t > 0 for t in run[shape].values()), run[shape]
 
 

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from jax import lax
 
+import jdisc
+
 from conftest import to_ir
 
 CASES_FILE = Path(__file__).with_name("sharding_cases.py")
@@ -221,7 +223,14 @@ def test_the_rule_is_sound_on_random_programs(seed, reduced):
         except Invalid:
             continue
         xs = make_inputs(prog, full, seed)
-        par = rule(fn, axes, *make_inputs(prog, half, seed))
+        try:
+            par = rule(fn, axes, *make_inputs(prog, half, seed))
+        except jdisc.JdiscError as err:
+            # a program jax.export itself refuses (its lowering checks sizes that the
+            # generator's tracing does not): dropped, as the fuzzer drops it (fuzzing/check.py)
+            if "jax.export could not trace" not in str(err):
+                raise
+            pytest.skip(f"jax.export refuses program {7100 + seed}")
         if d not in par.dims:
             continue
         shards = [[], []]

@@ -271,3 +271,21 @@ def test_compile_order_counts_a_bundles_head_once():
     assert bundle < units.compile_cost("k", units.KERNEL_OPT, long)
     assert bundle < sum(units.compile_cost("k", units.KERNEL_OPT, u) for u in short)
     assert units.bundle_cost([long]) == units.compile_cost("k", units.KERNEL_OPT, long)
+
+
+def test_the_launcher_is_O0_unless_it_runs_loops():
+    """The launcher's checks and calls run once per call (-O0 compiles fastest); a launcher
+    with host control flow runs its loops' iterations itself, at -O1."""
+    from conftest import to_ir
+    from jdisc.lowering.codegen import generate
+
+    def level(fn):
+        source = generate(to_ir(fn, ({0: "n"},), np.ones(5, np.float32))).source
+        return [opt for name, opt, _ in units.split(source) if name == "launcher"]
+
+    assert units.LAUNCHER_OPT == "-O0" and units.LOOP_LAUNCHER_OPT == "-O1"
+    assert level(lambda x: jnp.tanh(x) * 2) == ["-O0"]
+    assert level(lambda x: jax.lax.while_loop(lambda c: c[0] < 10,
+                                              lambda c: (c[0] + 1, c[1] * 2), (0, x))[1]) == \
+        ["-O1"]
+    assert level(lambda x: jax.lax.cond(x.sum() > 0, jnp.sin, jnp.cos, x)) == ["-O1"]

@@ -25,6 +25,7 @@ from jdisc.dynamic_passes.passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                                      resolve_dynamic_ops)
 from jdisc.dynamic_passes.passes.fusion import plan_kernels
+from jdisc.dynamic_passes.passes.gemm_epilogue import fuse_gemm_epilogues
 from jdisc.dynamic_passes.passes.memory_plan import plan_donation, plan_memory
 from jdisc.dynamic_passes.passes.parallel_axes import find_parallel_axes
 from jdisc.dynamic_passes.passes.plan_check import check_plan
@@ -83,6 +84,7 @@ PASSES: list[Pass] = [
     canonicalize_convolutions,  # convolutions in NHWC / HWIO (transposes where needed)
     compile_regions,          # the same passes inside every region (below)
     plan_kernels,             # fusion: kernels and materialised buffers
+    fuse_gemm_epilogues,      # a bias and ReLU after a GEMM: done by the GEMM's pieces
     plan_memory,              # one arena per call; buffers reuse slots they provably fit
     plan_donation,            # results that may take a donated input's buffer
     find_parallel_axes,       # the sharding rule: parallel input axes -> output axes
@@ -90,7 +92,7 @@ PASSES: list[Pass] = [
 
 # A region's shapes and checks were settled with the top level; the rest runs per region.
 REGION_PASSES: list[Pass] = [canonicalize_dot_layouts, canonicalize_convolutions,
-                             compile_regions, plan_kernels, plan_memory]
+                             compile_regions, plan_kernels, fuse_gemm_epilogues, plan_memory]
 
 
 def dump_dir() -> str | None:

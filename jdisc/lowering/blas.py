@@ -60,13 +60,14 @@ def runs_in_runtime(kernel: Kernel) -> bool:
     return out.dtype in BLAS_GEMM and all(v.dtype == out.dtype for v in op.operands)
 
 
-def runtime_call(kernel: Kernel, dim, a: str, b: str, c: str) -> str:
+def runtime_call(kernel: Kernel, dim, a: str, b: str, c: str, bias: str = "NULL") -> str:
     """The launcher's call of `jd_dot` for a kernel that runs_in_runtime, `dim` rendering the
-    launcher's dims, `a`, `b`, `c` its buffers."""
+    launcher's dims, `a`, `b`, `c` its buffers, `bias` its epilogue's (Kernel.epilogue)."""
     lay = layout(kernel.root)
     sizes = ", ".join(dim(prod(d)) for d in (lay.batch, lay.m, lay.n, lay.k))
+    relu = int(kernel.epilogue is not None and kernel.epilogue.relu)
     return (f"jd_dot({GEMM_KIND[kernel.root.results[0].dtype]}, {int(bool(lay.trans_a))}, "
-            f"{int(bool(lay.trans_b))}, {sizes}, {a}, {b}, {c})")
+            f"{int(bool(lay.trans_b))}, {sizes}, {a}, {b}, {c}, {bias}, {relu})")
 
 
 def emit_dot(ctx: KernelContext) -> None:
@@ -74,6 +75,8 @@ def emit_dot(ctx: KernelContext) -> None:
     nest, accumulating in the result's compute type (f32 for f16/bf16, rounded once at the end,
     as XLA:CPU does)."""
     w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
+    # an epilogue runs in the runtime's jd_dot only: gemm_epilogue.py fuses f32 and f64 GEMMs
+    assert kernel.epilogue is None, f"{kernel.name}: an epilogue on a loop-nest dot"
     op = kernel.root
     lay = layout(op)
     out = op.results[0]
@@ -134,6 +137,8 @@ BLAS_TRSM = {"f32": "scipy_cblas_strsm", "f64": "scipy_cblas_dtrsm",
 def emit_trsm(ctx: KernelContext) -> None:
     """triangular_solve: copy b into the result, then one in-place ?trsm per batch matrix."""
     w, kernel, inputs, output, dim = ctx.w, ctx.kernel, ctx.operands, ctx.outputs[0], ctx.dim
+    # an epilogue runs in the runtime's jd_dot only: gemm_epilogue.py fuses f32 and f64 GEMMs
+    assert kernel.epilogue is None, f"{kernel.name}: an epilogue on a loop-nest dot"
     op = kernel.root
     a_val, b_val = op.operands
     dt = op.results[0].dtype

@@ -122,7 +122,9 @@ def _generate(prog: Program) -> CProgram:
     head(" * Units: this launcher, one per distinct kernel, and the runtime (lowering/units.py).")
     head(" */")
     rest = launcher.ARENA + "\n" + text + ffi.ffi_handler(prog)
-    source = (head.text() + units_c.marker("launcher", units_c.LAUNCHER_OPT)
+    loops = any(k.kind in CONTROL_KINDS for k in prog.kernels)
+    source = (head.text() + units_c.marker("launcher", units_c.LOOP_LAUNCHER_OPT if loops
+                                           else units_c.LAUNCHER_OPT)
               + units_c.head(rest, extra=c_runtime.source("jd_fp.h")) + rest
               + "".join(units.texts) + _fft_unit(kernels) + _skinny_unit(kernels)
               + _conv_units(kernels)
@@ -304,7 +306,9 @@ def _runtime_entry(k: Kernel) -> str | None:
     """What the launcher calls for a kernel with no unit of its own: a GEMM of a BLAS type
     (the runtime's jd_dot) or a direct convolution (the conv unit's); None for the others."""
     if k.kind == "dot" and blas.runs_in_runtime(k):
-        return "the runtime's jd_dot"
+        epi = k.epilogue
+        return "the runtime's jd_dot" + ("" if epi is None else " with its epilogue: " + " then ".join(
+            (["a bias along the rows"] if epi.bias is not None else []) + (["ReLU"] if epi.relu else [])))
     if k.kind == "conv" and conv.runs_in_runtime(k):
         return f"the conv unit's {conv.DIRECT[k.root.results[0].dtype]} (direct convolution)"
     return None
@@ -481,8 +485,13 @@ def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],
             args += [("NULL" if v.id in k.writes_over else buffers[v.id]) for v in k.inputs]
             args += [buffers[v.id] for v in k.outputs]
             fn = symbols[k.name]
-            if fn is None:      # a GEMM (jd_dot) or a direct convolution (jd_conv_<t>)
-                call = (blas if k.kind == "dot" else conv).runtime_call(
+            if fn is None and k.kind == "dot":    # a GEMM: the runtime's jd_dot
+                bias = k.epilogue.bias if k.epilogue is not None else None
+                call = blas.runtime_call(k, dim_c, *(buffers[v.id] for v in k.root.operands),
+                                         buffers[k.outputs[0].id],
+                                         "NULL" if bias is None else buffers[bias.id])
+            elif fn is None:    # a direct convolution: the conv unit's jd_conv_<t>
+                call = conv.runtime_call(
                     k, dim_c, *(buffers[v.id] for v in k.root.operands), buffers[k.outputs[0].id])
             else:
                 call = f"{fn}({', '.join(args)})"

@@ -45,11 +45,16 @@ BODY = "//@jdisc body\n"  # where a kernel unit that may join a bundle starts it
 # shorter rows 3-5 % faster (CHANGELOG.md, 2026-12-06). Other kernels stay at -O3: at -O2v a
 # convolution ran 1.3-2.2x slower, and a reduction over rows of a few known columns 3.4-9x
 # (-O3 vectorises across the rows after unrolling the column loop). The launcher's checks
-# and calls run once per call (-O1 compiles it in 0.6-0.8x -O2's time:
-# benchmarks/compile_time.py), and the runtime unit compiles once for every program.
-LEVELS = {"-O1": ("-O1",), "-O2": ("-O2",), "-O3": ("-O3",),
+# and calls run once per call: -O0, which compiles W3's launcher (a program with no kernel
+# unit of its own since GEMM epilogues) in 18 ms instead of 25 at -O1, with no measurable cost
+# per call (`x[4] + 1` 3.9 us either way, W3 at one row 83-101 us either way); a launcher
+# that runs loops (while, if, case: its host control flow) is -O1, as a loop's iteration
+# took 5.4-5.6 ns at -O0 against 3.0 (`benchmarks/control_flow.py --skip-lstm`). The runtime
+# unit compiles once for every program.
+LEVELS = {"-O0": ("-O0",), "-O1": ("-O1",), "-O2": ("-O2",), "-O3": ("-O3",),
           "-O2v": ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-funswitch-loops")}
-KERNEL_OPT, STITCH_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O2v", "-O1", "-O1"
+KERNEL_OPT, STITCH_OPT, LAUNCHER_OPT, RUNTIME_OPT = "-O3", "-O2v", "-O0", "-O1"
+LOOP_LAUNCHER_OPT = "-O1"
 
 _BASE_INCLUDES = ("stdint.h", "stddef.h", "stdlib.h", "string.h", "math.h")
 _MESSAGE_INCLUDES = ("stdarg.h", "stdio.h")

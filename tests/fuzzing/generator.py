@@ -420,7 +420,7 @@ FIRST_WEIGHTS = {
     "attn_mask": 1, "center": 1, "cvt": 1.5, "scan": 1, "scatter": 1, "pool": 1,
 }
 GEN_WEIGHTS = {**FIRST_WEIGHTS, "dus": 1.5, "roll": 1, "tile": 1, "conv": 1, "tala": 1,
-               "topk": 1, "segsum": 1}
+               "topk": 1, "segsum": 1, "dense": 2}
 
 
 OPS_RANGES = ((5, 12), (5, 12), (5, 12), (5, 12), (12, 25), (12, 25), (12, 25), (25, 60))

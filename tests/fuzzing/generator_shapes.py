@@ -346,6 +346,22 @@ class ShapeGens:
         self.add("binary", [c, r], {"f": "mul"})
 
     # ---- contractions
+    def gen_dense(self):
+        """A dense layer, x @ w + b, then a ReLU two times in three: what a GEMM takes as its
+        epilogue (gemm_epilogue.py) when nothing else reads the product or joins the loop
+        kernel. w: a 2-D value whose rows are x's last axis; b: w summed over its rows."""
+        w = self.pick(lambda v: self.kind(v) == "f" and len(self.shape(v)) == 2)
+        rows = self.shape(w)[0]
+        x = self.pick(lambda v: self.kind(v) == "f" and 1 <= len(self.shape(v)) <= 3
+                      and same(self.shape(v)[-1], rows))
+        lx = "ijk"[:len(self.shape(x))]
+        p = self.add("dot", [x, w], {"spec": f"{lx},{lx[-1]}z->{lx[:-1]}z",
+                                     "matmul": len(lx) == 2})
+        b = self.add("reduce", [w], {"f": "sum", "axes": (0,), "keep": False})
+        s = self.add("binary", [p, b] if self.r() < 0.7 else [b, p], {"f": "add"})
+        if self.r() < 0.67:
+            self.add("relu", [s], {})
+
     def gen_dot(self):
         x = self.pick(lambda v: self.kind(v) == "f" and len(self.shape(v)) >= 1)
         sx = self.shape(x)

@@ -588,6 +588,11 @@ DATA_OPS: dict[str, Op] = {
     "dot": Op(lambda node, xs, ctx: (xs[0] @ xs[1] if node.p.get("matmul")
                                      else jnp.einsum(node.p["spec"], *xs)),
               _dot_src, _dot_facts),
+    # a dense layer's activation (gen_dense only: not in the unary table, whose draws name
+    # the programs of recorded seeds); 1-Lipschitz, so the error carries over
+    "relu": Op(lambda node, xs, ctx: jax.nn.relu(xs[0]),
+               lambda node, n, ctx: f"jax.nn.relu({n[0]})",
+               lambda node, fs, ctx: Facts(max(fs[0].lo, 0.0), max(fs[0].hi, 0.0), fs[0].err)),
     "dimop": Op(_dimop_run,
                 lambda node, n, ctx: f"{n[0]} {node.p['f']} {ctx.dsrc(node.p['dim'])}",
                 _dimop_facts, _dimop_needs),

@@ -38,6 +38,16 @@ from jdisc.dynamic_passes.ir.ops import (EXPENSIVE, FREE_OPS, LOOP_OPS, MEMORY_O
 from jdisc.dynamic_passes.ir.program import Op, Program, Value
 
 
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """What a dot kernel's GEMM does to its product before storing it (gemm_epilogue.py):
+    adds `bias` (a vector along the product's last axis, or None) to every row, then, if
+    `relu`, takes max(x, 0) (NaN kept, -0 to +0, as stablehlo.maximum)."""
+    gemm: Op
+    bias: Value | None
+    relu: bool
+
+
 @dataclasses.dataclass(eq=False)
 class Kernel:
     name: str
@@ -56,10 +66,15 @@ class Kernel:
     # value ids of inputs whose arena slot the (single) output takes: the kernel reads them
     # through its output pointer (memory_plan.in_place_inputs)
     writes_over: frozenset = frozenset()
+    # dot: the elementwise ops after the GEMM that its pieces apply as they finish (a bias
+    # along the rows, a ReLU: gemm_epilogue.py); they follow the root in `ops`
+    epilogue: "Epilogue | None" = None
 
     @property
     def root(self) -> Op:
-        return self.ops[-1]
+        """The op the kernel is built around: the last of `ops`, or a dot kernel's GEMM when
+        an epilogue follows it."""
+        return self.epilogue.gemm if self.epilogue is not None else self.ops[-1]
 
     def describe(self) -> str:
         ops = ", ".join(f"{op.name}@{op.loc}" for op in self.ops if op.name != "constant")

@@ -14,8 +14,9 @@ In place: a single-output loop kernel whose input X dies at it, has its output's
 and is read only at the index of the element the kernel writes (through elementwise ops: the
 test donation uses) writes its output over X (`in_place_inputs`, `Kernel.writes_over`). Its C
 reads X through the output pointer, so every pointer stays `restrict` and GCC sees each element
-read before it is written. A bias and ReLU after a GEMM then write the lines the GEMM just left
-in the cache instead of fresh ones (CHANGELOG.md).
+read before it is written. A bias and GELU after a GEMM then write the lines the GEMM just left
+in the cache instead of fresh ones (CHANGELOG.md; a bias and ReLU are the GEMM's epilogue:
+gemm_epilogue.py).
 
 Greedy reuse, in execution order: a new buffer takes its in-place input's slot, else a free slot
 (all of whose buffers died before this kernel) that it provably fits in, the smallest such (ties:

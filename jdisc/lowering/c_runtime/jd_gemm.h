@@ -48,7 +48,54 @@ typedef struct {
   void *c;
   int64_t parts, step;         /* pieces per matrix, and each one's rows (split_n: columns) */
   int split_n;
+  const void *bias;            /* the epilogue (jd_epilogue): a row vector of n, or NULL */
+  int relu;
 } jd_gemm_job;
+
+/* A GEMM's epilogue (lowering/blas.py, dynamic_passes/passes/gemm_epilogue.py), on `rows`
+   rows of `cols` values from c (row stride ldc) as a piece finishes, while it is in cache:
+   c[i, j] = c[i, j] + bias[j] where bias is not NULL, then max(c, 0) where relu, with
+   stablehlo.maximum's NaN (kept) and signed zeros (max(-0, +0) = +0). These are the loop
+   kernel's own operations on the same values, so the same bits come out. The runtime unit is
+   -O1; these loops are compiled at -O3 (GCC's per-function attribute, as jd_skinny.h's), which
+   vectorises them. Real types only (the pass fuses f32 and f64). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define JD_EPILOGUE_OPT __attribute__((optimize("O3")))
+#else
+#define JD_EPILOGUE_OPT
+#endif
+#define JD_EPILOGUE(T, NAME)                                                                 \
+  JD_EPILOGUE_OPT static void NAME(T *c, int64_t rows, int64_t cols, int64_t ldc,             \
+                                   const T *bias, int relu) {                                \
+    for (int64_t i = 0; i < rows; i++) {                                                     \
+      T *restrict r = c + i * ldc;                                                           \
+      if (bias && relu)                                                                      \
+        for (int64_t j = 0; j < cols; j++) {                                                 \
+          const T x = r[j] + bias[j];                                                        \
+          r[j] = x > 0 || x != x ? x : (T)0;                                                 \
+        }                                                                                    \
+      else if (bias)                                                                         \
+        for (int64_t j = 0; j < cols; j++) r[j] = r[j] + bias[j];                            \
+      else                                                                                   \
+        for (int64_t j = 0; j < cols; j++) r[j] = r[j] > 0 || r[j] != r[j] ? r[j] : (T)0;    \
+    }                                                                                        \
+  }
+JD_EPILOGUE(float, jd_epilogue_f32)
+JD_EPILOGUE(double, jd_epilogue_f64)
+#undef JD_EPILOGUE
+
+/* the epilogue of a piece: `rows` x `cols` values of C from element oc, whose first column is
+   column j0 of the product */
+static void jd_epilogue(const jd_gemm_job *g, int64_t rows, int64_t cols, int64_t oc,
+                        int64_t j0) {
+  if (!g->bias && !g->relu) return;
+  if (g->kind == JD_GEMM_F64)
+    jd_epilogue_f64((double *)g->c + oc, rows, cols, g->n,
+                    g->bias ? (const double *)g->bias + j0 : NULL, g->relu);
+  else if (g->kind == JD_GEMM_F32)
+    jd_epilogue_f32((float *)g->c + oc, rows, cols, g->n,
+                    g->bias ? (const float *)g->bias + j0 : NULL, g->relu);
+}
 
 /* A real piece with one row or one column (a decoder step's x @ W, a matrix times a vector)
    as one matrix-vector product: 2-3x faster than the same GEMM through BLAS's gemm at these
@@ -104,35 +151,9 @@ static int jd_skinny(int kind, int trans_b, int64_t m, int64_t n, int64_t k) {
                elems <= JD_SKINNY_WIDE_ELEMS || k <= JD_SKINNY_WIDE_K ? 32 : 16);
 }
 
-static void jd_gemm_piece(const void *ctx, int64_t piece) {
-  const jd_gemm_job *g = (const jd_gemm_job *)ctx;
-  const int64_t mat = piece / g->parts, lo = piece % g->parts * g->step;
-  const int64_t extent = g->split_n ? g->n : g->m;
-  const int64_t len = extent - lo < g->step ? extent - lo : g->step;
-  /* offsets, in elements, of the piece's first A, B and C entries */
-  int64_t oa = mat * g->stride_a, ob = mat * g->stride_b, oc = mat * g->stride_c;
-  int64_t m = g->m, n = g->n;
-  if (g->split_n) {
-    ob += g->trans_b ? lo * g->ldb : lo;
-    oc += lo;
-    n = len;
-  } else {
-    oa += g->trans_a ? lo : lo * g->lda;
-    oc += lo * g->n;
-    m = len;
-  }
-  if ((m == 1 || n == 1) && g->k >= 1 && (g->kind == JD_GEMM_F32 || g->kind == JD_GEMM_F64)) {
-    jd_gemv_piece(g, m, n, oa, ob, oc);
-    return;
-  }
-  if (jd_skinny(g->kind, g->trans_b, m, g->n, g->k)) {
-    const float *a = (const float *)g->a + oa, *b = (const float *)g->b + ob;
-    float *c = (float *)g->c + oc;
-    /* op(A)'s element (i, p): A[i, p] (row stride lda) or, transposed, A[p, i] */
-    const int64_t sa_row = g->trans_a ? 1 : g->lda, sa_col = g->trans_a ? g->lda : 1;
-    jd_skinny_f32(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
-    return;
-  }
+/* one piece through BLAS's gemm */
+static void jd_blas_piece(const jd_gemm_job *g, int64_t m, int64_t n, int64_t oa, int64_t ob,
+                          int64_t oc) {
   const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
   const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
   switch (g->kind) {
@@ -163,13 +184,45 @@ static void jd_gemm_piece(const void *ctx, int64_t piece) {
   }
 }
 
+static void jd_gemm_piece(const void *ctx, int64_t piece) {
+  const jd_gemm_job *g = (const jd_gemm_job *)ctx;
+  const int64_t mat = piece / g->parts, lo = piece % g->parts * g->step;
+  const int64_t extent = g->split_n ? g->n : g->m;
+  const int64_t len = extent - lo < g->step ? extent - lo : g->step;
+  /* offsets, in elements, of the piece's first A, B and C entries */
+  int64_t oa = mat * g->stride_a, ob = mat * g->stride_b, oc = mat * g->stride_c;
+  int64_t m = g->m, n = g->n;
+  if (g->split_n) {
+    ob += g->trans_b ? lo * g->ldb : lo;
+    oc += lo;
+    n = len;
+  } else {
+    oa += g->trans_a ? lo : lo * g->lda;
+    oc += lo * g->n;
+    m = len;
+  }
+  if ((m == 1 || n == 1) && g->k >= 1 && (g->kind == JD_GEMM_F32 || g->kind == JD_GEMM_F64)) {
+    jd_gemv_piece(g, m, n, oa, ob, oc);
+  } else if (jd_skinny(g->kind, g->trans_b, m, g->n, g->k)) {
+    const float *a = (const float *)g->a + oa, *b = (const float *)g->b + ob;
+    float *c = (float *)g->c + oc;
+    /* op(A)'s element (i, p): A[i, p] (row stride lda) or, transposed, A[p, i] */
+    const int64_t sa_row = g->trans_a ? 1 : g->lda, sa_col = g->trans_a ? g->lda : 1;
+    jd_skinny_f32(m, n, g->k, a, sa_row, sa_col, b, g->ldb, c, g->n);
+  } else {
+    jd_blas_piece(g, m, n, oa, ob, oc);
+  }
+  jd_epilogue(g, m, n, oc, g->split_n ? lo : 0);
+}
+
 /* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n); the callers checked
    that every size fits blasint. */
 JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
-                   int64_t k, const void *a, const void *b, void *c) {
+                   int64_t k, const void *a, const void *b, void *c, const void *bias,
+                   int relu) {
   if (scipy_openblas_get_num_threads() != 1) scipy_openblas_set_num_threads(1);  /* if reset */
   jd_gemm_job g = {kind, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n,
-                   m * k, k * n, m * n, a, b, c, 1, 0, 0};
+                   m * k, k * n, m * n, a, b, c, 1, 0, 0, bias, relu};
   double work = (double)nb * m * n * k * (kind >= JD_GEMM_C64 ? 4 : 1);
   if (jd_skinny(kind, trans_b, m, n, k))
     work = fmax(work, (double)nb * n * k * JD_SKINNY_WEIGHT);
@@ -220,17 +273,22 @@ static void jd_outer(int kind, int64_t nb, int64_t m, int64_t n, const void *a, 
 #undef JD_OUTER
 
 /* A dot kernel that is one GEMM of a BLAS element type: the launcher calls this instead of a
-   kernel of its own, so no unit is compiled for it (lowering/blas.py). Sizes as jd_gemm's. */
+   kernel of its own, so no unit is compiled for it (lowering/blas.py). Sizes as jd_gemm's;
+   `bias` (or NULL) and `relu` its epilogue (jd_epilogue; f32 and f64 only). */
 JD_RT int jd_dot(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
-                 int64_t k, const void *a, const void *b, void *c) {
+                 int64_t k, const void *a, const void *b, void *c, const void *bias, int relu) {
   if (nb == 0 || m == 0 || n == 0) return 0;
+  if (k >= 2) {
+    jd_gemm(kind, trans_a, trans_b, nb, m, n, k, a, b, c, bias, relu);
+    return 0;
+  }
   if (k == 0) {
     const size_t scalar = kind == JD_GEMM_F32 ? 4 : kind == JD_GEMM_C128 ? 16 : 8;
     memset(c, 0, (size_t)(nb * m * n) * scalar);          /* all-zero bits are +0 */
-  } else if (k == 1) {
-    jd_outer(kind, nb, m, n, a, b, c);
   } else {
-    jd_gemm(kind, trans_a, trans_b, nb, m, n, k, a, b, c);
+    jd_outer(kind, nb, m, n, a, b, c);
   }
+  const jd_gemm_job g = {.kind = kind, .n = n, .c = c, .bias = bias, .relu = relu};
+  jd_epilogue(&g, nb * m, n, 0, 0);
   return 0;
 }

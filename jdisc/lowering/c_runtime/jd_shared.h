@@ -41,13 +41,15 @@ JD_RT int jd_parallel_threads(void);
 /* the element type: what jd_gemm's `kind` selects */
 enum { JD_GEMM_F32 = 0, JD_GEMM_F64 = 1, JD_GEMM_C64 = 2, JD_GEMM_C128 = 3 };
 
-/* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n), on the pool; the
-   callers checked that every size fits blasint (jd_gemm.h). */
+/* C[b] = op(A[b]) @ op(B[b]) for b < nb, row-major, C packed (ldc = n), on the pool, then
+   the epilogue: C[.., j] += bias[j] (bias not NULL), max(C, 0) (relu); the callers checked
+   that every size fits blasint (jd_gemm.h). */
 JD_RT void jd_gemm(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
-                   int64_t k, const void *a, const void *b, void *c);
+                   int64_t k, const void *a, const void *b, void *c, const void *bias,
+                   int relu);
 /* jd_gemm for the launcher's dot_general calls: m, n or k of 0, and k = 1 too (jd_gemm.h) */
 JD_RT int jd_dot(int kind, int trans_a, int trans_b, int64_t nb, int64_t m, int64_t n,
-                 int64_t k, const void *a, const void *b, void *c);
+                 int64_t k, const void *a, const void *b, void *c, const void *bias, int relu);
 
 /* A direct convolution, NHWC x HWIO -> NHWC, as the launcher passes it to the conv unit's
    jd_conv_f32 / jd_conv_f64 (jd_conv.h): per spatial dim (outermost first) the input, output
