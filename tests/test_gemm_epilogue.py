@@ -30,6 +30,9 @@ def _epilogues(fn, *shapes, dtype=np.float32, axes=None):
     (lambda x, w, b: jax.nn.relu(x @ w + b), [(True, True)]),
     (lambda x, w, b: jnp.maximum(0.0, b + x @ w), [(True, True)]),
     (lambda x, w, b: jax.nn.relu(x @ w), [(False, True)]),
+    # flax's Dense: the bias reshaped to [1, n] first
+    (lambda x, w, b: jax.nn.relu(x @ w + b.reshape(1, -1)), [(True, True)]),
+    (lambda x, w, b: x @ w + b.reshape(1, 1, -1)[0], [(True, False)]),
     # two dense layers: each GEMM takes its own
     (lambda x, w, b: jax.nn.relu(x @ w + b) @ jnp.ones((6, 6), np.float32) + b,
      [(True, True), (True, False)]),
@@ -46,6 +49,8 @@ def test_these_take_an_epilogue(fn, want):
     (lambda x, w, b: (x @ w + b, x @ w), "the product read again"),
     (lambda x, w, b: x @ w + x[:, :1], "a bias along the columns"),
     (lambda x, w, b: x @ w + b[None, :] * 2, "a scaled bias"),
+    (lambda x, w, b: x @ w + jnp.tile(b[:3], 2), "a bias tiled from a slice"),
+    (lambda x, w, b: x @ w + b.reshape(2, 3).T.reshape(6), "a bias reordered"),
     (lambda x, w, b: (x @ w).astype(jnp.float16).astype(jnp.float32) + b, "another dtype"),
     (lambda x, w, b: x @ w + (x @ w)[0], "a bias that is the product's own row"),
 ])

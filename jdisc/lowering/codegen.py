@@ -307,8 +307,11 @@ def _runtime_entry(k: Kernel) -> str | None:
     (the runtime's jd_dot) or a direct convolution (the conv unit's); None for the others."""
     if k.kind == "dot" and blas.runs_in_runtime(k):
         epi = k.epilogue
-        return "the runtime's jd_dot" + ("" if epi is None else " with its epilogue: " + " then ".join(
-            (["a bias along the rows"] if epi.bias is not None else []) + (["ReLU"] if epi.relu else [])))
+        if epi is None:
+            return "the runtime's jd_dot"
+        steps = (["a bias along the rows"] if epi.bias is not None else []) + \
+            (["ReLU"] if epi.relu else [])
+        return "the runtime's jd_dot with its epilogue: " + " then ".join(steps)
     if k.kind == "conv" and conv.runs_in_runtime(k):
         return f"the conv unit's {conv.DIRECT[k.root.results[0].dtype]} (direct convolution)"
     return None

@@ -349,7 +349,8 @@ class ShapeGens:
     def gen_dense(self):
         """A dense layer, x @ w + b, then a ReLU two times in three: what a GEMM takes as its
         epilogue (gemm_epilogue.py) when nothing else reads the product or joins the loop
-        kernel. w: a 2-D value whose rows are x's last axis; b: w summed over its rows."""
+        kernel. w: a 2-D value whose rows are x's last axis; b: w summed over its rows (as
+        [1, n] sometimes)."""
         w = self.pick(lambda v: self.kind(v) == "f" and len(self.shape(v)) == 2)
         rows = self.shape(w)[0]
         x = self.pick(lambda v: self.kind(v) == "f" and 1 <= len(self.shape(v)) <= 3
@@ -358,6 +359,8 @@ class ShapeGens:
         p = self.add("dot", [x, w], {"spec": f"{lx},{lx[-1]}z->{lx[:-1]}z",
                                      "matmul": len(lx) == 2})
         b = self.add("reduce", [w], {"f": "sum", "axes": (0,), "keep": False})
+        if len(lx) >= 2 and self.r() < 0.3:      # as flax's Dense: the bias as [1, n]
+            b = self.add("reshape", [b], {"shape": [1, self.ref(self.shape(w)[1])]})
         s = self.add("binary", [p, b] if self.r() < 0.7 else [b, p], {"f": "add"})
         if self.r() < 0.67:
             self.add("relu", [s], {})

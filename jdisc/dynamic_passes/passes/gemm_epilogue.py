@@ -15,7 +15,8 @@ pool's job that computed it. This pass moves such a loop kernel into the dot ker
   every other axis, contiguous);
 * the loop kernel computes, from the product P and at most one other input b, one of
   `P + B`, `max(P + B, 0)`, `max(P, 0)` (either operand order), where B broadcasts a rank-1 b
-  of the product's last dim along the last axis and 0 is a splat +0.0 of the dtype.
+  of the product's last dim along the last axis (through reshapes that only add or drop dims
+  of 1, as flax's Dense does) and 0 is a splat +0.0 of the dtype.
 
 Anything else stays as it is. The epilogue does the same operations on the same values in the
 same order as the loop kernel did (an add of the dtype, then the maximum's semantics), so the
@@ -44,13 +45,13 @@ def fuse_gemm_epilogues(prog: Program) -> Program:
             readers[v.id] = readers.get(v.id, 0) + 1
     results = {v.id for v in prog.body.results}
     writer = {v.id: i for i, k in enumerate(kernels) for v in k.outputs}
-    merged: dict[int, Kernel] = {}      # loop kernel index -> the dot kernel that takes it
+    merged: dict[int, int] = {}     # loop kernel index -> index of the dot kernel taking it
     for j, loop in enumerate(kernels):
         if loop.kind != "loop" or len(loop.outputs) != 1 or loop.equal_dims:
             continue
         for p in loop.inputs:
             i = writer.get(p.id)
-            if i is None or i in merged.values() or readers.get(p.id) != 1 or p.id in results:
+            if i is None or readers.get(p.id) != 1 or p.id in results:
                 continue
             dot = kernels[i]
             if dot.kind != "dot" or dot.epilogue is not None or not _one_gemm(dot, p):
@@ -118,6 +119,19 @@ def _match(loop: Kernel, product: Value) -> tuple[Value | None, bool] | None:
     return (None, True) if final == ("relu", False) else None
 
 
+def _reshaped_bias(x: Value, axis: int, r: Value) -> tuple | None:
+    """The bias along `axis` of x reshaped to r, where every other dim is a 1 on both sides
+    (flax's Dense reshapes its bias [n] to [1, n]): ("b", its axis in r), else None."""
+    if any(d != 1 for i, d in enumerate(x.shape) if i != axis):
+        return None
+    rest = [i for i, d in enumerate(r.shape) if d != 1]
+    if not rest:          # n is 1: every element is the bias's only one
+        return ("b", r.rank - 1)
+    if len(rest) == 1 and r.shape[rest[0]] == x.shape[axis]:
+        return ("b", rest[0])
+    return None
+
+
 def _classify(op: Op, kinds: dict[int, tuple], product: Value) -> tuple | None:
     if len(op.results) != 1:
         return None
@@ -130,17 +144,18 @@ def _classify(op: Op, kinds: dict[int, tuple], product: Value) -> tuple | None:
             if first[0] == 0 and not np.signbit(first[0]):
                 return ("zero",)
         return None
-    if op.name == "broadcast_in_dim":
-        (a,) = args
+    if op.name == "broadcast_in_dim" and len(args) == 1:
+        a = args[0]
         if a == ("zero",):
             return a
         if a is not None and a[0] == "b":
             return ("b", op.attrs["broadcast_dimensions"][a[1]])
         return None
+    if op.name == "reshape" and len(args) == 1 and args[0] is not None and args[0][0] == "b":
+        return _reshaped_bias(op.operands[0], args[0][1], r)
     if r.dtype != product.dtype or tuple(r.shape) != tuple(product.shape):
         return None
-    if op.name == "add" and sorted(map(str, args)) == sorted(map(str, [("p",),
-                                                                     ("b", product.rank - 1)])):
+    if op.name == "add" and set(args) == {("p",), ("b", product.rank - 1)}:
         return ("sum",)
     if op.name == "maximum" and ("zero",) in args:
         other = args[1] if args[0] == ("zero",) else args[0]
