@@ -52,9 +52,9 @@ def test_sanitizer_catches_an_out_of_bounds_write(tmp_path):
 
 # The differential tests that reach every kind of generated code: elementwise and fused
 # kernels of every op family and dtype, bounds checks on bad input, convolutions and pooling,
-# bitcasts, GEMMs on the pool, host control flow (while / cond / scan in the launcher) and the
-# LAPACK calls (their complex forms: the real ones use the same emitter with fewer workspaces),
-# the FFTs.
+# bitcasts, GEMMs on the pool and their epilogues, host control flow (while / cond / scan in
+# the launcher) and the LAPACK calls (their complex forms: the real ones use the same emitter
+# with fewer workspaces), the FFTs.
 # Left out for time (about 4 minutes of 2-core CI): the larger models, which combine the same
 # kernels; the RNG bit-exactness tests; the decode loops, which repeat the control-flow tests
 # at a larger scale; the real-valued LAPACK tests; the f64 FFTs (the C text of the f32 ones in
@@ -62,7 +62,7 @@ def test_sanitizer_catches_an_out_of_bounds_write(tmp_path):
 SANITIZED = [
     "test_bad_input.py", "test_fusion.py", "test_ops.py", "test_dtypes.py",
     "test_bitcast.py", "test_cnn_kernels.py", "test_conv_reference.py", "test_gemm_pool.py",
-    "test_control_flow.py", "test_linalg.py", "test_fft.py"]
+    "test_gemm_epilogue.py", "test_control_flow.py", "test_linalg.py", "test_fft.py"]
 SKIPPED = "decode or (test_linalg and float32) or test_one_axis[True]"
 
 
