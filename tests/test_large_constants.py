@@ -68,14 +68,21 @@ def test_data_constants_of_every_dtype(cache, dtype):
 
 
 def test_data_constant_inside_a_loop_body(cache):
+    # The step is scaled so that it does not amplify rounding: with w[:64] itself (entries of
+    # N(0, 1), 64 terms) two f32 summation orders' last-bit differences grew by up to ~8x an
+    # iteration, and five iterations reached 1.4e-5 of the values at some inputs. The inputs
+    # come from a generator of the test's own, not the module's (whose draws depend on which
+    # tests ran before in the same worker).
+    rng = np.random.default_rng(70)
+
     def g(x):
         def body(i, c):           # the constant is made inside the loop's region
             w = jnp.asarray(W)
-            return jnp.tanh(c @ w[:64]) + w[i % 3, :]
+            return jnp.tanh(c @ w[:64] * 0.125) + w[i % 3, :]
         return jax.lax.fori_loop(0, x.shape[0], body, x[0])
     f = jdisc.jit(g, dynamic_axes=({0: "n"},))
     for n in (1, 2, 5):
-        x = RNG.standard_normal((n, 64)).astype(np.float32)
+        x = rng.standard_normal((n, 64)).astype(np.float32)
         assert_close(f(x), jax.jit(g)(x), 1e-5, f"n={n}")
 
 
