@@ -15,6 +15,7 @@ import numpy as np
 
 from jdisc.dynamic_passes.algebra.dim_text import to_c
 from jdisc.dynamic_passes.algebra.symbolic import Dim
+from jdisc.dynamic_passes.ir.dtypes import is_complex
 from jdisc.dynamic_passes.ir.ops import OPS
 from jdisc.dynamic_passes.ir.program import ArgSpec, Program
 from jdisc.dynamic_passes.passes.fusion import Kernel
@@ -174,7 +175,11 @@ def _reads_conditionally(op) -> bool:
     if branch_free == "always" or op.name == "return" or op.name == "reduce_window" and \
             _unguarded_window(op):
         return False
-    return not (branch_free == "float" and all(v.dtype in ("f32", "f64", "f16", "bf16")
+    floats = ("f32", "f64", "f16", "bf16")
+    if branch_free == "convert":
+        src, out = op.operands[0].dtype, op.results[0].dtype
+        return is_complex(src) or is_complex(out) or src in floats and out not in floats + ("i1",)
+    return not (branch_free == "float" and all(v.dtype in floats
                                                for v in list(op.operands) + list(op.results)))
 
 
@@ -399,6 +404,8 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
         emit(KernelContext(kw, k, inputs, outs, dim, assume, less, branches))
         if not returns:     # emitters that cannot fail end with success
             kw("return 0;")
+        if branches:
+            w.lines.extend(_SELECT_MINMAX)
         for text in kw.outlined:
             w.lines.extend(text.splitlines())
             w()
@@ -411,8 +418,18 @@ def _emit_kernel_function(w: CWriter, k: Kernel, dim, dim_params: list[str]
         w(f"JD_KERNEL {keep}int {fname}({', '.join(params)}) {{")
         w.lines.extend(kw.lines)
         w("}")
+        if branches:
+            w.lines.extend(f"#undef jd_{f}_{t}" for f in ("fmax", "fmin") for t in ("f32", "f64"))
         w()
     return [fname for fname, _ in variants], params
+
+
+# A kernel that keeps its branches takes max and min as bit selects: GCC does not if-convert
+# the ?: of jd_fmax_f32 there, and ran a window kernel's lane loop of max(x, 0) as scalar
+# branches, 5x slower than XLA (benchmarks/zoo_speed.py; CHANGELOG.md)
+_SELECT_MINMAX = ["/* this kernel keeps its branches (JD_KEEP_BRANCHES): its max and min are "
+                  "bit selects */"] + [f"#define jd_{f}_{t} jd_{f}_sel_{t}"
+                                       for f in ("fmax", "fmin") for t in ("f32", "f64")]
 
 
 def _emit_run(w: CWriter, prog: Program, buffers: dict[int, str],

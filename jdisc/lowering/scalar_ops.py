@@ -400,6 +400,15 @@ def _helper_chunks() -> list[str]:
                 f"{ut} ua, ub, um; {ct} z; memcpy(&ua, &a, sizeof a); memcpy(&ub, &b, sizeof b); "
                 f"um = ua {merge} ub; memcpy(&z, &um, sizeof z); m = a == b ? z : m; "
                 f"return (a != a || b != b) ? a + b : m; }}")
+            # the same in bit selects (jd_blend): for kernels that keep their branches
+            # (JD_KEEP_BRANCHES), where GCC does not if-convert the form above and runs it
+            # as scalar branches, 7x slower in a window kernel's lane loop (codegen.py)
+            lines.append(
+                f"static inline {ct} jd_{name}_sel_{t}({ct} a, {ct} b) {{ "
+                f"{ut} ua = jd_{t}_bits(a), ub = jd_{t}_bits(b); "
+                f"{ut} m = jd_blend_u{ut[4:6]}(a {pick} b, ua, ub); "
+                f"m = jd_blend_u{ut[4:6]}(a == b, ua {merge} ub, m); "
+                f"return jd_blend_{t}(a != a || b != b, a + b, jd_{t}_from_bits(m)); }}")
         # a*b + c, fused (one rounding) where the target has a fast fma (convolution kernels)
         fast = "FP_FAST_FMAF" if t == "f32" else "FP_FAST_FMA"
         lines.append(f"#ifdef {fast}\nstatic inline {ct} jd_fma_{t}({ct} a, {ct} b, {ct} c) "

@@ -8,6 +8,11 @@ it into a pure function `fn(params, *inputs)` and calls `check_model`.
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import time
+
 import jax
 import jax.monitoring
 import numpy as np
@@ -59,8 +64,92 @@ def check_model(fn, dynamic_axes, make_args, shapes, tol, *, constraints=(), wha
     arg_sets = {str(s): make_args(**s) for s in shapes}
     if trace_first:
         jax.eval_shape(fn, *next(iter(arg_sets.values())))
-    return differential(fn, dynamic_axes, arg_sets, tol, constraints=constraints,
-                        what=what or getattr(fn, "__name__", "model"))
+    what = what or getattr(fn, "__name__", "model")
+    jf = differential(fn, dynamic_axes, arg_sets, tol, constraints=constraints, what=what)
+    if os.environ.get(TIMES_ENV):
+        record_times(jf, fn, make_args, shapes, what, os.environ[TIMES_ENV])
+    return jf
+
+
+# benchmarks/zoo_speed.py sets this to a file: check_model then also times each model (after
+# its checks, which stay the same), jdisc against jax.jit, one JSON line per shape. Timing
+# only: nothing is asserted about speed.
+TIMES_ENV = "JDISC_ZOO_TIMES"
+
+
+def _next_prime(n: int) -> int:
+    while not _is_prime(n):
+        n += 1
+    return n
+
+
+def _prev_prime(n: int) -> int:
+    while n > 2 and not _is_prime(n):
+        n -= 1
+    return n
+
+
+def timing_shapes(shapes: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The shapes record_times tries: the plan's largest ("tiny", the test's own sizes), and
+    "large", every dim at a prime near 8x its largest value, else 4x or 2x, else the prime
+    below 2x (the first the model takes: a model may bound a dim)."""
+    top = {name: max(s[name] for s in shapes) for name in shapes[0]}
+    tiny = max(shapes, key=lambda s: (sum(s.values()), str(s)))
+    large = [{name: _next_prime(f * v) for name, v in top.items()} for f in (8, 4, 2)]
+    large.append({name: _prev_prime(2 * v) for name, v in top.items()})
+    return [("tiny", [tiny]), ("large", large)]
+
+
+def _per_call(f, args, budget: float) -> tuple[float, int]:
+    """Seconds per call of f(*args), results ready, over calls taking about `budget`, and the
+    number of calls."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        jax.block_until_ready(f(*args))
+        n += 1
+        took = time.perf_counter() - t0
+        if took >= budget:
+            return took / n, n
+
+
+def record_times(jf, fn, make_args, shapes, what: str, path: str, rounds: int = 5) -> None:
+    """Append jdisc's and jax.jit's time per call of each timing shape to `path` (JSON lines):
+    both warmed at the shape first (jax.jit's compile is not timed, nor jdisc's, already done),
+    then `rounds` alternated rounds of about 40 ms each; medians. A shape that either side
+    refuses is recorded as refused, with the error's first line."""
+    ref = jax.jit(fn)
+    for kind, candidates in timing_shapes(shapes):
+        row = {"model": what, "kind": kind}
+        for shape in candidates:
+            try:
+                args = jax.device_put(make_args(**shape))
+                want = jax.block_until_ready(ref(*args))
+                got = jax.block_until_ready(jf(*args))
+            except Exception as e:      # noqa: BLE001 - recorded; the next candidate is tried
+                row["refused"] = f"{shape}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                continue
+            del want, got
+            mine, theirs = [], []
+            profiled = os.environ.get("JDISC_PROFILE", "") not in ("", "0")
+            before = jf.profile(*args) if profiled else {}
+            calls = 0
+            for _ in range(rounds):
+                t, n = _per_call(jf, args, 0.04)
+                mine.append(t)
+                calls += n
+                theirs.append(_per_call(ref, args, 0.04)[0])
+            if profiled:    # the five kernels that took longest, seconds per call (roughly)
+                after = jf.profile(*args)
+                top = sorted(after, key=lambda k: before[k] - after[k])[:5]
+                row["kernels"] = {k: (after[k] - before[k]) / calls for k in top}
+            row.pop("refused", None)
+            row.update(shape=shape, jdisc_s=statistics.median(mine),
+                       xla_s=statistics.median(theirs),
+                       compiles=jf.stats()["compiles"])
+            row["ratio"] = row["jdisc_s"] / row["xla_s"]
+            break
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(row) + "\n")
 
 
 def normal(rng, *shape, scale=1.0, dtype=np.float32):

@@ -55,7 +55,9 @@ class OpInfo:
     # of its inputs, the first half of its operands), "dot" or "conv" (two per multiply-add)
     flops: str | None = None
     # its scalar C has no branch on values: "always", "float" (only on floating-point types,
-    # its integer form tests values), None (it may branch; codegen keeps GCC from if-converting)
+    # its integer form tests values), "convert" (convert's rule: not from a float to an
+    # integer, nor to or from a complex), None (it may branch; codegen keeps GCC from
+    # if-converting)
     branch_free: str | None = None
     # a shape op that resolve_dynamic_ops rewrites to a static one: (that op's name, the
     # operands it keeps, as a slice end: 1 keeps the first, -5 drops the five shape operands)
@@ -158,13 +160,15 @@ def _set(names: str, **facts) -> None:
         OPS[name] = dataclasses.replace(OPS[name], **facts)
 
 
-# scalar C without a branch on values (lowering/scalar_ops.py); divide, power and convert
-# test values only in their integer forms
+# scalar C without a branch on values (lowering/scalar_ops.py); divide and power test values
+# only in their integer forms, convert only from a float to an integer (saturating) and to or
+# from a complex number
 _set("""add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
         logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
         broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
-        dim_constant select""", branch_free="always")
-_set("divide power convert", branch_free="float")
+        dim_constant select and or xor not iota""", branch_free="always")
+_set("divide power", branch_free="float")
+_set("convert", branch_free="convert")
 
 
 def _names(pred) -> frozenset[str]:
