@@ -209,3 +209,39 @@ def test_lanes_move_every_bit_of_every_row_and_nothing_else(tmp_path, opt):
     subprocess.run(["cc", "-std=c99", opt, "-march=native", "-Wall", "-Werror", str(path), "-o",
                     str(exe)], check=True, capture_output=True, text=True)
     assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+def test_select_max_and_min_give_the_bits_of_the_branchy_ones(tmp_path):
+    # jd_fmax_sel / jd_fmin_sel (the forms kernels that keep their branches take: codegen.py)
+    # against jd_fmax / jd_fmin, every pair of special and ordinary values, f32 and f64
+    import ctypes
+    from jdisc.lowering.scalar_ops import c_prelude
+    names = [f"jd_{f}{v}_{t}" for f in ("fmax", "fmin") for v in ("", "_sel")
+             for t in ("f32", "f64")]
+    src = ["#include <stdint.h>", "#include <string.h>", "#include <math.h>",
+           c_prelude(" ".join(names))]
+    for f in ("fmax", "fmin"):
+        for t, ct in (("f32", "float"), ("f64", "double")):
+            src.append(f"void run_{f}_{t}(int64_t n, const {ct} *a, const {ct} *b, {ct} *x, "
+                       f"{ct} *y) {{ for (int64_t i = 0; i < n; i++) {{ "
+                       f"x[i] = jd_{f}_{t}(a[i], b[i]); y[i] = jd_{f}_sel_{t}(a[i], b[i]); }} }}")
+    (tmp_path / "m.c").write_text("\n".join(src))
+    so = tmp_path / "m.so"
+    subprocess.run(["cc", "-std=c99", "-O2", "-fPIC", "-shared", "-fno-trapping-math",
+                    str(tmp_path / "m.c"), "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    values = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, -1e-40, 3.5,
+              np.finfo(np.float32).max, np.finfo(np.float32).tiny]
+    a, b = (np.array(v).ravel() for v in np.meshgrid(values, values))
+    for f in ("fmax", "fmin"):
+        for t, dt, ut in (("f32", np.float32, np.uint32), ("f64", np.float64, np.uint64)):
+            x, y = np.zeros(a.size, dt), np.ones(a.size, dt)
+            ptr = lambda v: v.ctypes.data_as(ctypes.c_void_p)
+            aa, bb = a.astype(dt), b.astype(dt)
+            getattr(lib, f"run_{f}_{t}")(ctypes.c_int64(a.size), ptr(aa), ptr(bb), ptr(x), ptr(y))
+            np.testing.assert_array_equal(x.view(ut), y.view(ut), err_msg=f"{f} {t}")
+            # and the StableHLO semantics: NaN wins, max(-0, +0) = +0, min(-0, +0) = -0
+            z = np.array([0.0, -0.0], dt)
+            assert np.isnan(x[np.isnan(aa) | np.isnan(bb)]).all()
+            pick = (aa == 0) & (bb == 0) & (np.signbit(aa) != np.signbit(bb))
+            assert (np.signbit(x[pick]) == (f == "fmin")).all(), (f, t, z)
