@@ -14,6 +14,7 @@ table printer writes for those result files:
     first_call benchmarks/first_call.py files (a text block per file)
     captured   benchmarks/captured_weights.py files (a text block per file)
     interop    benchmarks/interop.py files (a text block per file)
+    zoo        benchmarks/zoo_speed.py files (a markdown table and summary per file)
     decode     benchmarks/decode.py files (W7's table, a text block per file)
     machine    the machine, date and load lines of `jdisc bench` files (a list)
     printed    Markdown a script printed, saved as it was (benchmarks/row_reductions.py)
@@ -106,6 +107,9 @@ def _results(kind: str, paths: list[str]) -> str:
         return _printed(_script("spectral_linalg").print_table, paths)
     if kind == "tree":
         return _printed(_script("tree_search").print_table, paths)
+    if kind == "zoo":
+        with contextlib.chdir(ROOT):     # the tables name the files from the repository root
+            return _paragraphs(_printed(_script("zoo_speed").main, ["--table", *paths]))
     if kind == "transposes":
         return _printed(_script("transposes").print_table, paths)
     if kind in ("first_call", "captured"):

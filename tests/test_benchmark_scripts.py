@@ -181,3 +181,26 @@ def test_first_call_times_each_side_until_jdisc_is_ready(tmp_path):
         assert 0 < s["loop_s"] <= s["loop_ready_s"], (side, s)
     assert r["jdisc"]["bridged"] >= 1 and r["nobridge"]["bridged"] == 0, r
     assert "jdisc ready s" in proc.stdout
+
+
+def test_zoo_speed_times_a_zoo_model_at_both_shapes(tmp_path):
+    # the zoo's own test runs (its checks unchanged), then both sides are timed at the plan's
+    # largest shape and at a large one; the table prints from the file
+    out = tmp_path / "zoo.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "zoo_speed.py"),
+                           "--files", "tests/zoo/test_zoo_others.py", "-k", "graph_network",
+                           "--json", str(out)],
+                          env=env_with(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(r["kind"] for r in rows) == ["large", "tiny"], rows
+    for r in rows:
+        assert r["jdisc_s"] > 0 and r["xla_s"] > 0 and r["compiles"] == 1, r
+        assert abs(r["ratio"] - r["jdisc_s"] / r["xla_s"]) < 1e-12, r
+    large = next(r for r in rows if r["kind"] == "large")
+    tiny = next(r for r in rows if r["kind"] == "tiny")
+    assert all(large["shape"][d] > tiny["shape"][d] for d in tiny["shape"]), rows
+    table = subprocess.run([sys.executable, str(REPO / "benchmarks" / "zoo_speed.py"),
+                            "--table", str(out)], env=env_with(), capture_output=True,
+                           text=True, timeout=600)
+    assert table.returncode == 0 and "| GNN layer |" in table.stdout, table.stderr[-3000:]

@@ -185,10 +185,15 @@ def _select(a, dts, out, op):
 
 
 _BLEND_WIDTH = {"f32": 32, "f64": 64, "f16": 16, "bf16": 16, "i1": 8, **INT_BITS}
+# a select without a branch. Bytes (bools, int8) as b ^ ((a ^ b) & m): GCC 12 vectorises a
+# loop that mixes these with 64-bit indices in that form and not in the (a & m) | (b & ~m) one
+# (an attention mask's select of bools ran scalar: benchmarks/zoo_speed.py, nnx's Llama)
 _BLEND_C = "\n".join(
-    [f"static inline uint{b}_t jd_blend_u{b}(int c, uint{b}_t a, uint{b}_t b) "
-     f"{{ const uint{b}_t m = (uint{b}_t)-(uint{b}_t)(c != 0); "
-     f"return (uint{b}_t)((a & m) | (b & (uint{b}_t)~m)); }}" for b in (8, 16, 32, 64)]
+    ["static inline uint8_t jd_blend_u8(int c, uint8_t a, uint8_t b) "
+     "{ return (uint8_t)(b ^ ((a ^ b) & (uint8_t)-(uint8_t)(c != 0))); }"]
+    + [f"static inline uint{b}_t jd_blend_u{b}(int c, uint{b}_t a, uint{b}_t b) "
+       f"{{ const uint{b}_t m = (uint{b}_t)-(uint{b}_t)(c != 0); "
+       f"return (uint{b}_t)((a & m) | (b & (uint{b}_t)~m)); }}" for b in (16, 32, 64)]
     + [f"static inline {ct} jd_blend_{t}(int c, {ct} a, {ct} b) "
        f"{{ return jd_{t}_from_bits(jd_blend_u{b}(c, jd_{t}_bits(a), jd_{t}_bits(b))); }}"
        for t, ct, b in (("f32", "float", 32), ("f64", "double", 64))])

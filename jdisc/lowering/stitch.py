@@ -252,7 +252,10 @@ def emit_stitch(ctx: KernelContext) -> None:
     # across-rows loop compiled in 4 times the time (W6's log density: 215 against 53 ms for
     # each of two such kernels).
     if blocked:
-        w(f"const int across = n_cols < {ACROSS_BUFFERED if cached and out_tiled else ACROSS};")
+        across = LANES_SHORT if _permuted_rows(kernel, inputs, rows_dims + cols_dims,
+                                               cached + [out]) else \
+            ACROSS_BUFFERED if cached and out_tiled else ACROSS
+        w(f"const int across = n_cols < {across};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
       " one row otherwise) and the block's inputs, column by column (across only) */")
     rows_of = f" * (size_t)(across ? {ROW_BLOCK} : 1)" if blocked else ""
@@ -282,6 +285,34 @@ def emit_stitch(ctx: KernelContext) -> None:
         w(f"free({name});")
     close_rows(w)
     w("return jd_failed;")
+
+
+def _permuted_rows(kernel: Kernel, inputs: dict[int, str], full: tuple,
+                   start: list[Value]) -> bool:
+    """Whether the loops that compute `start` (row buffers, the output) read a kernel input of
+    the full shape through a transpose that permutes its rows and keeps its columns last: one
+    row of it is contiguous, but the rows of a block are not, so across the rows each read is
+    a gather per lane, and GCC 12 left such loops scalar (the transpose of an einsum's output
+    [B, S, heads, S] in a masked softmax: 5x slower than running each row alone, nnx's Llama
+    at S = 59, benchmarks/zoo_speed.py). Such a kernel runs rows of 16 columns or more alone."""
+    stack, seen = [(v, False) for v in start], set()
+    while stack:
+        v, permuted = stack.pop()
+        if (v.id, permuted) in seen:
+            continue
+        seen.add((v.id, permuted))
+        if v.id in inputs:
+            if permuted and len(v.shape) == len(full):
+                return True
+            continue
+        op = v.producer
+        if op is None:
+            continue
+        if op.name == "transpose" and op.attrs["permutation"][-1] == v.rank - 1:
+            stack.append((op.operands[0], True))
+        elif op.name in SAME_INDEX:
+            stack.extend((x, permuted) for x in op.operands if x.rank == v.rank)
+    return False
 
 
 def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_dims: int,
