@@ -16,7 +16,10 @@ Tolerances, and why (measured with jax 0.10.2 on x86-64):
   sum whose order differs: 1 ulp (measured: 0). A reduce whose body adds f16/bf16 itself
   rounds after every step in XLA and in jdisc, in different orders past ~24 elements: exact
   for data whose partial sums are exact, else within the recursive-summation bound.
-* dot_general of f16/bf16: f32 accumulation, one rounding (as XLA): 1 ulp (measured: 0).
+* dot_general of f16/bf16: f32 accumulation, one rounding (as XLA): 1 ulp (measured: 0) for
+  the short sums of test_half_dot_accumulates_in_f32. Since 2026-12-07 jdisc sums with an f32
+  GEMM (OpenBLAS's order, not XLA's), so longer sums differ by the f32 rounding of two orders
+  (k * 2^-24 * sum |a b|) before the one rounding: test_half_gemms_run_as_f32_gemms.
 
 Elementwise checks run XLA once on the whole data and jdisc on subsets of it (`check_rows`):
 XLA compiles once per shape and would otherwise dominate the file's run time.
@@ -379,3 +382,45 @@ def test_max_and_min_of_signed_zeros_nans_and_infinities(dtype):
             want = jax.jit(f)(a, b)
             for g, w in zip(got, want):
                 _same_floats(g, w)
+
+
+@pytest.mark.parametrize("dt", HALVES, ids=lambda d: d.name)
+def test_half_gemms_run_as_f32_gemms(dt, rng):
+    # f16/bf16 dots widen both operands to f32 and run one f32 GEMM of the runtime (in pieces
+    # on the pool), rounded once: batched, with either operand transposed, with an f32 result,
+    # at sizes where the pieces split rows, columns and matrices; NaN and inf propagate
+    def f(a, b, c):
+        return (jnp.einsum("bmk,bkn->bmn", a, b), jnp.einsum("bmk,bnk->bmn", a, c),
+                jnp.einsum("bkm,bkn->bmn", a.transpose(0, 2, 1), b,
+                           preferred_element_type=jnp.float32))
+    axes = ({0: "b", 1: "m", 2: "k"}, {0: "b", 1: "k", 2: "n"}, {0: "b", 1: "n", 2: "k"})
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    src = jf.compiled_for(*(np.zeros((1, 2, 2), dt),) * 3).c_source
+    assert "jd_dot(JD_GEMM_F32," in src
+    for b, m, k, n in [(1, 1, 3, 1), (2, 0, 4, 3), (1, 5, 0, 2), (3, 7, 5, 11), (1, 130, 64, 97),
+                       (2, 67, 2, 300)]:
+        a = rng.standard_normal((b, m, k)).astype(dt)
+        bb = rng.standard_normal((b, k, n)).astype(dt)
+        c = rng.standard_normal((b, n, k)).astype(dt)
+        if a.size:
+            a.flat[0], bb.flat[-1] = np.nan, np.inf
+        got, want = leaves(jf(a, bb, c)), leaves(jax.jit(f)(a, bb, c))
+        # the two sum k f32 products in different orders (OpenBLAS's, XLA's), each within
+        # k * 2^-24 * sum |a b| of the exact sum, then round once to the result's type (half
+        # an ulp: 2^-11 relative for f16, 2^-8 for bf16)
+        a64, b64, c64 = (x.astype(np.float64) for x in (a, bb, c))
+        with np.errstate(invalid="ignore"):     # NaN and inf inputs: those entries are NaN
+            mag = [np.abs(a64) @ np.abs(b64), np.abs(a64) @ np.abs(c64).transpose(0, 2, 1),
+                   np.abs(a64) @ np.abs(b64)]
+        for i, (g, w) in enumerate(zip(got, want)):
+            where = f"{i}: {b, m, k, n}"
+            g64, w64 = g.astype(np.float64), w.astype(np.float64)
+            assert (np.isnan(g64) == np.isnan(w64)).all(), where
+            fin = np.isfinite(w64)
+            assert (g64[~fin & ~np.isnan(w64)] == w64[~fin & ~np.isnan(w64)]).all(), where
+            r = 2.0 ** -24 if g.dtype == np.float32 else \
+                2.0 ** -11 if g.dtype == np.float16 else 2.0 ** -8
+            with np.errstate(invalid="ignore"):
+                bound = 2 * k * 2.0 ** -24 * mag[i] + 2 * r * np.abs(w64) + 1e-30
+                assert (np.abs(g64 - w64)[fin] <= bound[fin]).all(), where
+    assert jf.stats()["compiles"] == 1

@@ -294,9 +294,10 @@ def _fft_unit(kernels) -> str:
 
 
 def _skinny_unit(kernels) -> str:
-    """The float32 GEMM loops for a few rows (jd_skinny.h), where a dot calls jd_gemm on f32."""
-    f32 = any(k.kind == "dot" and all(v.dtype == "f32" for v in k.root.operands + k.root.results)
-              for k in kernels)
+    """The float32 GEMM loops for a few rows (jd_skinny.h), where a dot calls jd_gemm on f32
+    (a half-precision dot too: blas.half_gemm)."""
+    f32 = any(k.kind == "dot" and (all(v.dtype == "f32" for v in k.root.operands + k.root.results)
+                                   or blas.half_gemm(k.root)) for k in kernels)
     return units_c.skinny_unit() if f32 else ""
 
 
