@@ -126,8 +126,9 @@ def test_parallel_loops_keep_their_kernels_branches():
 def test_logic_iota_and_exact_converts_are_branch_free():
     # an attention mask (iota >= iota, a padding mask, AND, bool -> f32 and back) fused with a
     # softmax: nothing in it reads conditionally, so GCC may if-convert its exp and max. Until
-    # 2026-12-07 and, or, xor, not, iota and every convert counted as branching, and such a
-    # kernel ran scalar (flax's causal decoder at B = 29, S = 59: 5x slower than jax.jit)
+    # 2026-12-07 and, or, xor, not, iota, slice, reverse and every convert counted as
+    # branching, and such a kernel ran scalar (flax's causal decoder at B = 29, S = 59: 5x
+    # slower than jax.jit; haiku's TCN 1.5x)
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -156,6 +157,16 @@ def test_logic_iota_and_exact_converts_are_branch_free():
         np.testing.assert_allclose(np.asarray(f(x, pad)), np.asarray(ref(x, pad)),
                                    rtol=2e-6, atol=1e-7)
     assert f.stats()["compiles"] == 1
+    # a gated activation of a TCN (haiku's): slices and a reverse only move the index
+    gate = lambda x: jnp.tanh(jax.lax.slice_in_dim(x, 0, 8, axis=1)) * jax.nn.sigmoid(
+        jax.lax.rev(jax.lax.slice_in_dim(x, 8, 16, axis=1), (1,)))
+    h = jdisc.jit(gate, dynamic_axes=({0: "n"},))
+    assert not any(map(needs_branches,
+                       h.compiled_for(np.ones((4, 16), np.float32)).program.kernels))
+    for n in (1, 3, 37):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(h(x)), np.asarray(jax.jit(gate)(x)), rtol=4e-7,
+                                   atol=1e-7)
     # a float -> int convert saturates (a test on the value): it still counts as branching
     g = jdisc.jit(lambda x: (x * 3).astype(jnp.int32), dynamic_axes=({0: "n"},))
     assert any(map(needs_branches, g.compiled_for(np.ones((4, 8), np.float32)).program.kernels))

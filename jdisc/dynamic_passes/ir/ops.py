@@ -160,13 +160,13 @@ def _set(names: str, **facts) -> None:
         OPS[name] = dataclasses.replace(OPS[name], **facts)
 
 
-# scalar C without a branch on values (lowering/scalar_ops.py); divide and power test values
-# only in their integer forms, convert only from a float to an integer (saturating) and to or
-# from a complex number
+# scalar C without a branch on values (lowering/scalar_ops.py; slice and reverse only move the
+# index, lowering/loops.py); divide and power test values only in their integer forms, convert
+# only from a float to an integer (saturating) and to or from a complex number
 _set("""add subtract multiply negate exponential exponential_minus_one log log_plus_one tanh
         logistic sqrt rsqrt cbrt sine cosine tan atan2 maximum minimum abs compare constant
         broadcast_in_dim reshape transpose reduce floor ceil round_nearest_even is_finite
-        dim_constant select and or xor not iota""", branch_free="always")
+        dim_constant select and or xor not iota slice reverse""", branch_free="always")
 _set("divide power", branch_free="float")
 _set("convert", branch_free="convert")
 
