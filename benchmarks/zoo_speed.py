@@ -7,13 +7,14 @@ Runs the zoo's default tier (tests/zoo, one process, no xdist: timings share no 
 another test) with `JDISC_ZOO_TIMES` set, so that `zoo_support.check_model`, after its usual
 checks, also times every model's jdisc function against `jax.jit(fn)`: at the largest shape of
 the test's own plan ("tiny", a few rows of a toy-sized model: per-call costs) and at every
-dynamic dim near 8x that (4x or 2x where the model bounds a dim; "large"). Both sides are
-warmed at the shape first (neither compile is timed, and jdisc's count of compiles must stay
-1), then five alternated rounds of about 40 ms each; medians. These are programs written by
-the libraries people use, with shapes nobody tuned jdisc for: the ratio's geomean and its
-worst model are what this reports. `--profile` also lists each model's slowest kernels
-(`jdisc.jit(...).profile`; the counters add time, so a profiled run's ratios are not reported). The default tier only (the slow tier's models take minutes
-each); models the zoo checks with `differential` directly are not timed.
+dynamic dim near 8x that (4x, 2x or the prime below 2x where the model bounds a dim;
+"large"). Both sides are warmed at the shape first (neither compile is timed, and jdisc's
+count of compiles must stay 1), then five alternated rounds of about 40 ms each; medians.
+These are programs written by the libraries people use, with shapes nobody tuned jdisc for:
+the ratio's geomean and its worst model are what this reports. `--profile` also lists each
+model's slowest kernels (`jdisc.jit(...).profile`; the counters add time, so a profiled run's
+ratios are not reported). The default tier only (the slow tier's models take minutes each);
+models the zoo checks with `differential` directly are not timed.
 """
 
 from __future__ import annotations

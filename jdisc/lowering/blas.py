@@ -116,7 +116,7 @@ def _emit_half_gemm(w: CWriter, op: Op, lay: GemmLayout, a: str, b: str, output:
     """A dot of f16/bf16 operands: both widened to f32 (exact), one f32 GEMM of the runtime
     (jd_dot: OpenBLAS in pieces on the pool), its result rounded once to the result's type, as
     XLA:CPU computes it (f32 products and sums, one rounding). The loop nest it replaces kept
-    one accumulator per result, which GCC does not vectorise: a bf16 MLP ran 4.8x slower than
+    one accumulator per result, which GCC does not vectorise: a bf16 MLP ran about 4x slower than
     jax.jit (benchmarks/zoo_speed.py, jmp's mixed precision)."""
     out = op.results[0].dtype
     half = op.operands[0].dtype

@@ -293,7 +293,7 @@ def _permuted_rows(kernel: Kernel, inputs: dict[int, str], full: tuple,
     the full shape through a transpose that permutes its rows and keeps its columns last: one
     row of it is contiguous, but the rows of a block are not, so across the rows each read is
     a gather per lane, and GCC 12 left such loops scalar (the transpose of an einsum's output
-    [B, S, heads, S] in a masked softmax: 5x slower than running each row alone, nnx's Llama
+    [B, S, heads, S] in a masked softmax: 6x slower than running each row alone, nnx's Llama
     at S = 59, benchmarks/zoo_speed.py). Such a kernel runs rows of 16 columns or more alone."""
     stack, seen = [(v, False) for v in start], set()
     while stack:
