@@ -13,8 +13,8 @@ count of compiles must stay 1), then five alternated rounds of about 40 ms each;
 These are programs written by the libraries people use, with shapes nobody tuned jdisc for:
 the ratio's geomean and its worst model are what this reports. `--profile` also lists each
 model's slowest kernels (`jdisc.jit(...).profile`; the counters add time, so a profiled run's
-ratios are not reported). The default tier only (the slow tier's models take minutes each);
-models the zoo checks with `differential` directly are not timed.
+ratios are not reported). The default tier, or with `--slow` the slow one (four models that
+take minutes each); models the zoo checks with `differential` directly are not timed.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write the rows, the machine and the load here")
     p.add_argument("-k", help="only the zoo tests pytest's -k selects")
     p.add_argument("--files", nargs="+", default=["tests/zoo"], help="the zoo files to run")
+    p.add_argument("--slow", action="store_true",
+                   help="the zoo's slow tier instead of its default one (-m slow)")
     p.add_argument("--profile", action="store_true",
                    help="compile with JDISC_PROFILE=1 and list each model's slowest kernels "
                         "(the counters cost time: not for the ratios)")
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     machine = machine_info()
     before = list(os.getloadavg())
-    rows = run([*args.files, *(["-k", args.k] if args.k else [])], args.profile)
+    rows = run([*args.files, *(["-k", args.k] if args.k else []),
+                *(["-m", "slow"] if args.slow else [])], args.profile)
     after = list(os.getloadavg())
     print(machine_line(machine))
     print(f"load before {before}, after {after}\n")

@@ -307,6 +307,32 @@ def test_c_made_arrays_for_many_outputs_of_every_kind():
     assert jf.stats()["compiles"] == 1
 
 
+def test_a_model_of_many_leaves_takes_the_c_path():
+    # a parameter pytree of 150 leaves in, 140 results out (a haiku ResNet's training step
+    # has 120 in, 79 out): the C path takes up to 256 of each (64 until 2026-12-07); past
+    # that, or past 1024 dims in all, the ctypes path serves the call, with the same results
+    def f(params, x):
+        outs = [x @ w + b for w, b in params]
+        return outs, [w * 0.5 for w, _ in params[:65]]
+
+    def make(count):
+        rng = np.random.default_rng(count)
+        return [(jnp.asarray(rng.standard_normal((3, 2)).astype(np.float32)),
+                 jnp.asarray(rng.standard_normal(2).astype(np.float32))) for _ in range(count)]
+    for count, fast_ok in ((75, True), (260, False)):
+        params = make(count)
+        jf = jdisc.jit(f, dynamic_axes=(None, {0: "n"}))
+        for n in (1, 5):
+            x = jnp.asarray(np.arange(3 * n, dtype=np.float32).reshape(n, 3))
+            got = jf(params, x)
+            fast = jf.compiled_for(params, x).executable.fast_call
+            if eager.enabled():
+                assert (fast is not None) == fast_ok, count
+            _assert_same_arrays(tuple(jax.tree_util.tree_leaves(got)),
+                                tuple(jax.tree_util.tree_leaves(jax.jit(f)(params, x))), 1e-6)
+        assert jf.stats()["compiles"] == 1
+
+
 def test_committed_and_numpy_inputs_around_the_c_made_arrays():
     # a committed input: results committed to its device, as jax.jit gives them (the C path
     # hands the call to Python); numpy inputs and mixes: uncommitted on the default device
