@@ -29,7 +29,7 @@
  * Program(plan) is None where the C path cannot serve the program (over MAX_IO inputs or
  * outputs, over MAX_DIMS dimensions): the ctypes path then does. MAX_IO was 64 until
  * 2026-12-07, and a haiku ResNet's training step (120 parameter and state leaves in, 79 out)
- * took the ctypes path: 0.7 ms a call where jax.jit took 0.3 (benchmarks/zoo_speed.py). The
+ * took the ctypes path: 0.78 ms a call where jax.jit took 0.30 (benchmarks/zoo_speed.py). The
  * arrays a call keeps on the stack come to about 37 KB. Built once per Python and numpy
  * version (custom_calls/eager.py).
  */

@@ -123,12 +123,10 @@ def record_times(jf, fn, make_args, shapes, what: str, path: str, rounds: int = 
         for shape in candidates:
             try:
                 args = jax.device_put(make_args(**shape))
-                want = jax.block_until_ready(ref(*args))
-                got = jax.block_until_ready(jf(*args))
+                jax.block_until_ready((ref(*args), jf(*args)))     # both warmed at the shape
             except Exception as e:      # noqa: BLE001 - recorded; the next candidate is tried
                 row["refused"] = f"{shape}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 continue
-            del want, got
             mine, theirs = [], []
             profiled = os.environ.get("JDISC_PROFILE", "") not in ("", "0")
             before = jf.profile(*args) if profiled else {}
