@@ -140,6 +140,26 @@ def test_deep_strided_stacks_compile_to_c_linear_in_depth(rng):
                       lambda n: (_rand(rng, 1, n, 2 * n + 1, 2),), (1, 2, 7, 33, 64), tol=1e-5)
 
 
+def _floor_shapes(x):                 # x [B, H]
+    B, H = x.shape
+    y = jnp.reshape(x[:, ::2], (B, (H - 1) // 2 + 1))    # the same size, as jax computes it
+    return y * 2, jnp.zeros(((H - 2) % 3, 2)) + jnp.max(x, initial=0.0)
+
+
+def test_jax_floor_division_of_dims_is_symbolic(rng):
+    # jnp.floor_divide / jnp.remainder lower `(H - 1) // 2` on a dim as a truncating divide
+    # and remainder corrected by a select, whose parts may be negative (H = 0): the launcher
+    # computed them as host values `_hN`, so an eqx pool's reshape to its own size took a
+    # kernel of divisions per element (`shape_contents.floor_select`)
+    from jdisc.api import lower_to_ir
+    prog = lower_to_ir(_floor_shapes, np.ones((2, 5), np.float32),
+                       dynamic_axes=({0: "B", 1: "H"},))
+    assert [tuple(map(str, r.shape)) for r in prog.body.results] == [
+        ("B", "floordiv(H + 1, 2)"), ("mod(H + 1, 3)", "2")]
+    check_against_jax(_floor_shapes, ({0: "B", 1: "H"},), lambda n: (_rand(rng, 2, n),),
+                      (0, 1, 2, 3, 4, 7, 13))
+
+
 # Padding as arbitrary symbolic expressions of the dims (low and high differ, the low one can
 # be negative), from StableHLO: H % 2 - 1 and 2 - H % 2 on H, W // 3 and W % 3 on W.
 _HLO = """

@@ -24,6 +24,8 @@ class Pred:
     rhs: Dim | tuple
 
     def decide(self, var_bounds=None) -> bool | None:
+        if isinstance(self.lhs, bool) and isinstance(self.rhs, bool) and self.cmp in ("==", "!="):
+            return (self.lhs == self.rhs) == (self.cmp == "==")   # two decided predicates
         if self.cmp == "and" or not (is_symbolic(self.lhs) and is_symbolic(self.rhs)):
             return None
         kw = {} if var_bounds is None else {"var_bounds": var_bounds}

@@ -124,7 +124,8 @@ class SymbolicContents:
         p = pred.sym[0]
         if isinstance(p, bool):
             return a.sym if p else b.sym
-        return tuple(HostValue("select", (p, x, y)) for x, y in zip(a.sym, b.sym))
+        return tuple(floor_select(p, x, y) or HostValue("select", (p, x, y))
+                     for x, y in zip(a.sym, b.sym))
 
     def sym_sign(self, op):
         out = []
@@ -200,3 +201,32 @@ def _broadcast_size(a, b):
     if symbolic.prove_eq(a, b) is True:
         return a
     return symbolic.dmin(symbolic.dmax(a, b), a * b)
+
+
+def floor_select(p, x, y) -> Dim | None:
+    """`a // b` or `a % b` when `select(p, x, y)` is how jnp.floor_divide or jnp.remainder
+    lowered it (a truncating divide or remainder, then a select that corrects it where the
+    signs differ), else None. jax computes the floordiv of symbolic dims this way (a strided
+    pool's or convolution's output size, `(H - 1) // 2 + 1`); its dividend may be negative
+    (H = 0), so its parts alone are host values, but the whole is floor division, which is
+    what jdisc's `floordiv` and `mod` mean for any sign. The divisor's sign must be proven."""
+    if not (isinstance(y, HostValue) and y.op in ("divide", "remainder") and
+            isinstance(x, HostValue) and isinstance(p, Pred) and p.cmp == "and"):
+        return None
+    a, b = y.args
+    if not (is_symbolic(a) and is_symbolic(b)):
+        return None
+    if symbolic.prove_gt(b, 0) is True:
+        sign_b = 1
+    elif symbolic.prove_lt(b, 0) is True:
+        sign_b = -1
+    else:
+        return None
+    rem = HostValue("remainder", (a, b))
+    if y.op == "divide":    # select(sign(a) != sign(b) and rem(a, b) != 0, q - 1, q)
+        want = {Pred("!=", HostValue("sign", (a,)), sign_b), Pred("!=", rem, 0)}
+        result, fix = symbolic.floordiv(a, b), HostValue("subtract", (y, 1))
+    else:                   # select((rem < 0) != (b < 0) and rem != 0, rem + b, rem)
+        want = {Pred("!=", Pred("<", rem, 0), sign_b < 0), Pred("!=", rem, 0)}
+        result, fix = symbolic.mod(a, b), HostValue("add", (y, b))
+    return result if x == fix and len(p.lhs) == 2 and set(p.lhs) == want else None
