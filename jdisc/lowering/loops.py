@@ -232,10 +232,11 @@ class Renderer:
             lin = self.linear(tuple(idx[i] for i in out_dims), [v.shape[i] for i in out_dims])
             stride: Dim = 1
             parts = []
+            first = next((j for j in in_dims if not _is_one(x.shape[j])), None)
             for j in reversed(in_dims):
                 d = x.shape[j]
                 q = lin if stride == 1 else f"({lin}) / {self.dim(stride)}"
-                parts.append("0" if d == 1 else q if j == in_dims[0] else
+                parts.append("0" if _is_one(d) else q if j == first else
                              f"(({q}) % {self.dim(d)})")
                 stride = stride * d
             sub.extend(reversed(parts))
@@ -345,6 +346,10 @@ def operand_index(r: Renderer, rank: int, indices: Value, ivd: int, batch_idx: l
         o = idx[window_dims[j]]
         full[d] = o if full[d] == "0" else f"({full[d]} + {o})"
     return full
+
+
+def _is_one(d: Dim) -> bool:
+    return isinstance(d, int) and d == 1
 
 
 def reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:
