@@ -33,6 +33,8 @@ OPS = {
     "add_zero": lambda x: x + 0.0,                    # XLA folds it: x itself, -0.0 kept
     "copy": lambda x: jnp.concatenate([x[::-1], x]),  # no arithmetic: subnormals stay
     "sum": lambda x: jnp.sum(x * x[::-1]),
+    "sign": jnp.sign,                                 # a subnormal is 0: -0.0 or 0.0 as XLA
+    "sign_bf16": lambda x: jnp.sign(x.astype(jnp.bfloat16)).astype(x.dtype),
 }
 
 

@@ -83,7 +83,9 @@ def _sign(a, dts, out, op):
     x = a[0]
     if is_float(dts[0]):
         t = ctype(dts[0])
-        return f"(({x}) > 0 ? ({t})1 : ({x}) < 0 ? ({t})-1 : ({x}))"
+        # zero, NaN, and a subnormal that DAZ reads as zero: x * 0 gives its signed zero (or
+        # NaN), as XLA:CPU; x itself would keep the subnormal's bits
+        return f"(({x}) > 0 ? ({t})1 : ({x}) < 0 ? ({t})-1 : ({x}) * ({t})0)"
     if is_unsigned(dts[0]):
         return f"(({ctype(out)})(({x}) != 0))"
     return f"(({ctype(out)})((({x}) > 0) - (({x}) < 0)))"
