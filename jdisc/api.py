@@ -203,6 +203,7 @@ class JdiscFunction:
         Returns (dynamic positional args, their names, hashable key of the statics,
         a function of the dynamic args alone with the statics bound)."""
         static_kw: dict[str, Any] = {}
+        n_given = len(args)     # positional arguments as passed, before binding keywords
         if kwargs:
             if self._signature is None:
                 raise ArgumentError(f"{self.__name__}: keyword arguments need a function with "
@@ -217,7 +218,8 @@ class JdiscFunction:
                 raise ArgumentError(f"{self.__name__}: pass array arguments positionally "
                                     f"(got keyword-only {dyn_kw})")
         names = self._names(len(args))
-        if not self.static_argnums and not self.static_argnames and not static_kw:
+        if not self.static_argnums and not self.static_argnames and not static_kw \
+                and n_given == len(args):
             return list(args), names, (len(args),), self.fun     # the common, fast case
         static_pos: dict[int, Any] = {}
         for i in self.static_argnums:
@@ -231,7 +233,8 @@ class JdiscFunction:
                 static_pos[j] = args[j]
         dynamic = [a for i, a in enumerate(args) if i not in static_pos]
         dyn_names = [n for i, n in enumerate(names) if i not in static_pos]
-        key = (len(args), tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items())))
+        key = (len(args), tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items())),
+               n_given)
         try:
             hash(key)
         except TypeError as err:
@@ -247,8 +250,11 @@ class JdiscFunction:
         bound_fun.__name__ = getattr(fun, "__name__", "fn")
         return dynamic, dyn_names, key, bound_fun
 
-    def _dynamic_axes_for(self, n_args: int, dyn_names: list[str]) -> list[Any]:
-        """One dynamic_axes entry per dynamic positional argument."""
+    def _dynamic_axes_for(self, key: tuple, dyn_names: list[str]) -> list[Any]:
+        """One dynamic_axes entry per dynamic positional argument. A sequence of entries
+        covers the arguments passed positionally; parameters passed by keyword have no
+        dynamic axes (the dict form, keyed by parameter name, gives them some)."""
+        n_args, n_given = key[0], key[3] if len(key) > 3 else key[0]
         da = self.dynamic_axes
         if da is None or isinstance(da, dict) and (
                 not da or not all(isinstance(k, int) for k in da)):
@@ -256,6 +262,8 @@ class JdiscFunction:
                 da = {k: v for k, v in da.items() if k in dyn_names or v is not None}
             return normalize_dynamic_axes(da, dyn_names)
         entries = [da] if isinstance(da, dict) else list(da)
+        if len(entries) == n_given < n_args:
+            entries += [None] * (n_args - n_given)
         if len(entries) == n_args and n_args != len(dyn_names):
             all_names = self._names(n_args)
             entries = [e for e, n in zip(entries, all_names) if n in dyn_names]
@@ -286,13 +294,8 @@ class JdiscFunction:
             except TypeError as err:
                 raise ArgumentError(f"{self.__name__}: {err}") from None
         n_args = key[0]     # positional arguments after binding keywords
-        if self._compiled:
-            n_before = next(iter(self._compiled))[0]
-            if n_before != n_args:
-                raise ArgumentError(f"{self.__name__} was compiled for {n_before} positional "
-                                    f"argument(s), got {n_args}")
         t0 = time.perf_counter()
-        entries = self._dynamic_axes_for(n_args, dyn_names)
+        entries = self._dynamic_axes_for(key, dyn_names)
         leaves, in_tree = leaf_specs(dynamic, entries, dyn_names,
                                      self._donated_positions(n_args, dyn_names))
         check_shared_names(leaves)
@@ -373,7 +376,7 @@ class JdiscFunction:
         if any(not isinstance(d, (int, np.integer)) for x in jax.tree_util.tree_leaves(dynamic)
                for d in np.shape(x)):
             return
-        leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names)
+        leaves, _ = leaf_specs(dynamic, self._dynamic_axes_for(key, names), names)
         why = refusal(leaves, self.constraints)     # shared names too
         if why is not None:
             raise ShapeError(f"{self.__name__}: {why}")
@@ -418,7 +421,7 @@ class JdiscFunction:
         dynamic args (the bridge runs them with XLA only then): the same leaves, dtypes,
         dimension names and static sizes, and sizes known to meet the dims and constraints.
         False for anything else (the program's own check then decides the call)."""
-        entries = self._dynamic_axes_for(key[0], names)
+        entries = self._dynamic_axes_for(key, names)
         donated = self._donated_positions(key[0], names)
 
         def admits(dynamic: list) -> bool:
@@ -495,7 +498,7 @@ class JdiscFunction:
                 self._signature.bind(*args, **kwargs)
             except TypeError as err:
                 raise ArgumentError(f"{self.__name__}: {err}") from None
-        leaves, in_tree = leaf_specs(dynamic, self._dynamic_axes_for(key[0], names), names,
+        leaves, in_tree = leaf_specs(dynamic, self._dynamic_axes_for(key, names), names,
                                      self._donated_positions(key[0], names))
         check_shared_names(leaves)
         check_input_dtypes(leaves, self.__name__)

@@ -117,6 +117,26 @@ def test_new_pytree_structure_compiles_a_program_of_its_own():
     assert jf.stats()["compiles"] == 2
 
 
+def test_parameters_passed_by_keyword_have_no_dynamic_axes_in_the_tuple_form():
+    # the tuple covers the arguments passed positionally; `scale=3.0` as jax.jit takes it (it
+    # was refused: "compiled for 1 positional argument(s), got 2", or "dynamic_axes has 1
+    # entries" on a first call); each signature is a program of its own, for every n
+    f = lambda x, scale=2.0: x * scale      # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
+    for n in (0, 1, 7):
+        x = _arange((n,))
+        _same_as_jax(f, jf, x)
+        got, want = jf(x, scale=3.0), jax.jit(f)(x, scale=3.0)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert jf.stats()["compiles"] == 2
+    g = lambda x, y=None: x if y is None else x - y      # noqa: E731
+    jg = jdisc.jit(g, dynamic_axes={"x": {0: "n"}, "y": {0: "n"}})   # by name: y's axes too
+    for n in (2, 5):
+        got = jg(_arange((n,)), y=_arange((n,)) * 2)
+        np.testing.assert_array_equal(np.asarray(got), -np.asarray(_arange((n,))))
+    assert jg.stats()["compiles"] == 1
+
+
 def test_strict_keeps_one_program():
     jf = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "b"},), strict=True)
     jf(_arange((3,)))
