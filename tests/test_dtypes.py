@@ -424,3 +424,43 @@ def test_half_gemms_run_as_f32_gemms(dt, rng):
                 bound = 2 * k * 2.0 ** -24 * mag[i] + 2 * r * np.abs(w64) + 1e-30
                 assert (np.abs(g64 - w64)[fin] <= bound[fin]).all(), where
     assert jf.stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("dt", HALVES, ids=lambda d: d.name)
+def test_half_convolutions_run_as_f32_convolutions(dt, rng):
+    # f16/bf16 convolutions (refused before) widen their operands to f32, convolve in f32 and
+    # round once, as XLA:CPU does: NCHW strided SAME (equinox's layout), NHWC grouped, and one
+    # with an f32 result (preferred_element_type)
+    def f(x, k, kg):
+        a = lax.conv_general_dilated(x, k, (2, 2), "SAME")
+        xh = x.transpose(0, 2, 3, 1)
+        b = lax.conv_general_dilated(xh, kg, (1, 1), ((1, 0), (0, 1)),
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                     feature_group_count=2)
+        c = lax.conv_general_dilated(x, k, (1, 1), "VALID", preferred_element_type=jnp.float32)
+        return a, b, c
+    axes = ({0: "b", 2: "h", 3: "w"}, None, None)
+    jf = jdisc.jit(f, dynamic_axes=axes)
+    k = rng.standard_normal((6, 4, 3, 3)).astype(dt)
+    kg = rng.standard_normal((2, 2, 2, 6)).astype(dt)
+    ab = lambda x: jnp.abs(x).astype(jnp.float32)        # noqa: E731
+    for b, h, w in [(1, 3, 3), (2, 7, 5), (0, 4, 4), (3, 13, 6)]:
+        x = rng.standard_normal((b, 4, h, w)).astype(dt)
+        if x.size:
+            x.flat[5] = np.inf
+        got, want = leaves(jf(x, k, kg)), leaves(jax.jit(f)(x, k, kg))
+        mag = leaves(jax.jit(f)(ab(x), ab(k), ab(kg)))
+        for i, (g, wt, m, terms) in enumerate(zip(got, want, mag, (36, 8, 36))):
+            assert g.dtype == wt.dtype and g.shape == wt.shape, i
+            g64, w64 = np.asarray(g, np.float64), np.asarray(wt, np.float64)
+            assert (np.isnan(g64) == np.isnan(w64)).all(), (i, b, h, w)
+            fin = np.isfinite(w64)
+            assert (g64[~fin & ~np.isnan(w64)] == w64[~fin & ~np.isnan(w64)]).all()
+            # two f32 summation orders of `terms` products, then one rounding to the result's
+            # type on each side (as in test_half_gemms_run_as_f32_gemms)
+            r = 2.0 ** -24 if g.dtype == np.float32 else \
+                2.0 ** -11 if g.dtype == np.float16 else 2.0 ** -8
+            bound = 2 * terms * 2.0 ** -24 * np.asarray(m, np.float64) + 2 * r * np.abs(w64)
+            with np.errstate(invalid="ignore"):     # inf - inf off the finite entries
+                assert (np.abs(g64 - w64)[fin] <= bound[fin] + 1e-30).all(), (i, b, h, w)
+    assert jf.stats()["compiles"] == 1

@@ -15,43 +15,76 @@ def _transpose(v: Value, perm: tuple[int, ...], loc: str) -> tuple[Op | None, Va
     return Op("transpose", [v], [out], {"permutation": perm}, loc), out
 
 
+HALF = ("f16", "bf16")
+
+
 def canonicalize_convolutions(prog: Program) -> Program:
-    """Pass: every convolution reads NHWC/HWIO and writes NHWC (transposes inserted)."""
+    """Pass: every convolution reads NHWC/HWIO and writes NHWC (transposes inserted), in f32
+    or f64: a f16/bf16 one is computed in f32 and rounded once, as XLA:CPU computes it."""
     new_ops: list[Op] = []
     for op in prog.body.ops:
         if op.name != "convolution":
             new_ops.append(op)
             continue
-        dn = op.attrs["dimension_numbers"]
-        x, k = op.operands
-        t_x, x2 = _transpose(x, (dn["in_batch"], *dn["in_spatial"], dn["in_feature"]), op.loc)
-        t_k, k2 = _transpose(k, (*dn["k_spatial"], dn["k_in"], dn["k_out"]), op.loc)
-        new_ops += [t for t in (t_x, t_k) if t is not None]
-        out = op.results[0]
-        order = (dn["out_batch"], *dn["out_spatial"], dn["out_feature"])
-        canon = Value(out.dtype, tuple(out.shape[d] for d in order))
-        ns = len(dn["in_spatial"])
-        op.operands = [x2, k2]
-        op.attrs["dimension_numbers"] = {
-            "in_batch": 0, "in_feature": ns + 1, "in_spatial": tuple(range(1, ns + 1)),
-            "k_in": ns, "k_out": ns + 1, "k_spatial": tuple(range(ns)),
-            "out_batch": 0, "out_feature": ns + 1, "out_spatial": tuple(range(1, ns + 1))}
-        if op.attrs.get("batch_group_count", 1) != 1:
-            new_ops += _split_batch_groups(op, out if order == tuple(range(out.rank)) else canon)
-            if order == tuple(range(out.rank)):
-                continue
-        elif order == tuple(range(out.rank)):
-            new_ops.append(op)
-            continue
-        else:
-            op.results = [canon]
-            canon.producer = op
-            new_ops.append(op)
-        inverse = tuple(order.index(d) for d in range(out.rank))
-        back = Op("transpose", [canon], [out], {"permutation": inverse}, op.loc)
-        new_ops.append(back)
+        widen, narrow = _widened(op)
+        new_ops += widen
+        _canonical(op, new_ops)
+        new_ops += narrow
     prog.body.ops = new_ops
     return prog
+
+
+def _widened(op: Op) -> tuple[list[Op], list[Op]]:
+    """A convolution with f16/bf16 operands or result: f32 operands (converts before it) and
+    an f32 result (a convert after it, back to the result's type). No-ops otherwise."""
+    values = [*op.operands, op.results[0]]
+    if not any(v.dtype in HALF for v in values):
+        return [], []
+    before = []
+    for j, v in enumerate(op.operands):
+        if v.dtype in HALF:
+            wide = Value("f32", v.shape)
+            before.append(Op("convert", [v], [wide], {}, op.loc))
+            op.operands[j] = wide
+    out = op.results[0]
+    if out.dtype not in HALF:
+        return before, []
+    wide = Value("f32", out.shape)
+    op.results = [wide]
+    wide.producer = op
+    return before, [Op("convert", [wide], [out], {}, op.loc)]
+
+
+def _canonical(op: Op, new_ops: list[Op]) -> None:
+    """The convolution in NHWC/HWIO -> NHWC, with its transposes, appended to new_ops."""
+    dn = op.attrs["dimension_numbers"]
+    x, k = op.operands
+    t_x, x2 = _transpose(x, (dn["in_batch"], *dn["in_spatial"], dn["in_feature"]), op.loc)
+    t_k, k2 = _transpose(k, (*dn["k_spatial"], dn["k_in"], dn["k_out"]), op.loc)
+    new_ops += [t for t in (t_x, t_k) if t is not None]
+    out = op.results[0]
+    order = (dn["out_batch"], *dn["out_spatial"], dn["out_feature"])
+    canon = Value(out.dtype, tuple(out.shape[d] for d in order))
+    ns = len(dn["in_spatial"])
+    op.operands = [x2, k2]
+    op.attrs["dimension_numbers"] = {
+        "in_batch": 0, "in_feature": ns + 1, "in_spatial": tuple(range(1, ns + 1)),
+        "k_in": ns, "k_out": ns + 1, "k_spatial": tuple(range(ns)),
+        "out_batch": 0, "out_feature": ns + 1, "out_spatial": tuple(range(1, ns + 1))}
+    if op.attrs.get("batch_group_count", 1) != 1:
+        new_ops += _split_batch_groups(op, out if order == tuple(range(out.rank)) else canon)
+        if order == tuple(range(out.rank)):
+            return
+    elif order == tuple(range(out.rank)):
+        new_ops.append(op)
+        return
+    else:
+        op.results = [canon]
+        canon.producer = op
+        new_ops.append(op)
+    inverse = tuple(order.index(d) for d in range(out.rank))
+    back = Op("transpose", [canon], [out], {"permutation": inverse}, op.loc)
+    new_ops.append(back)
 
 
 def _split_batch_groups(op: Op, out: Value) -> list[Op]:
