@@ -546,3 +546,25 @@ def test_a_softmax_over_transposed_scores_runs_rows_of_16_or_more_alone():
     assert f.stats()["compiles"] == 1
     c = f.compiled_for(x).c_source
     assert "const int across = n_cols < 16;" in c
+
+
+def test_a_pool_over_channels_moved_last_reads_them_from_a_tiled_transpose(rng):
+    # equinox pools NCHW by moving the channels last, reduce_window, and back: fused into the
+    # window kernel, each of its lanes (the channels) was a strided read, at every window
+    # position (equinox's CNN spent most of its time in that GroupNorm + ReLU + max-pool
+    # kernel). The transpose (with its producers) is a loop kernel of its own now.
+    from jax import lax
+
+    def pool(x, s):                                        # x [B, C, H, W]
+        y = jnp.moveaxis(jnp.maximum(x * s, 0), 1, -1)     # [B, H, W, C]
+        y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                              ((0, 0), (1, 1), (1, 1), (0, 0)))
+        return jnp.moveaxis(y, -1, 1)
+
+    axes = ({0: "b", 2: "h", 3: "w"}, None)
+    prog = to_ir(pool, axes, np.ones((2, 8, 5, 7), np.float32), np.float32(2))
+    window = [k for k in prog.kernels if k.kind == "window"]
+    assert len(window) == 1 and not any(op.name == "transpose" for op in window[0].ops)
+    check_against_jax(pool, axes, lambda n: (
+        rng.standard_normal((n % 3 + 1, 8, n, n + 2)).astype(np.float32), np.float32(1.5)),
+        (0, 1, 2, 5, 8, 13))

@@ -249,6 +249,12 @@ def _can_absorb(g: _Group, op: Op, eff_users: list[tuple[Op, bool]], same: Same)
         return True
     if op.name not in LOOP_OPS:
         return False
+    if op.name == "transpose" and g.root.name == "reduce_window" and \
+            op.attrs["permutation"][-1] != v.rank - 1:
+        # a window kernel's lanes run along the last dim; through this transpose each lane
+        # would be a strided read, once per window position (an NCHW pool over channels-last,
+        # as equinox's): the transposed value is written once instead, by a tiled loop kernel
+        return False
     expanded = any(g.expanded.get(id(u), True) or grows or not _reads_whole(u, v, same)
                    for u, grows in eff_users)
     j = _row_prefix(v, g.full, same)
