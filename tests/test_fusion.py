@@ -568,3 +568,27 @@ def test_a_pool_over_channels_moved_last_reads_them_from_a_tiled_transpose(rng):
     check_against_jax(pool, axes, lambda n: (
         rng.standard_normal((n % 3 + 1, 8, n, n + 2)).astype(np.float32), np.float32(1.5)),
         (0, 1, 2, 5, 8, 13))
+
+
+def test_moves_that_end_in_the_order_they_began_fold_away(rng):
+    # equinox's MaxPool2d hands its NHWC window result back as NCHW and its Conv2d adds and
+    # drops a group dim and moves the channels last again: the chain ends where it began, so
+    # it folds to the value itself (it was a kernel of divisions per element, and a copy)
+    def back_and_forth(x):                                   # x [B, H, W, C]
+        y = jnp.transpose(x * 2, (0, 3, 1, 2))[:, None]     # [B, 1, C, H, W]
+        y = y.reshape(y.shape[0], y.shape[2], y.shape[3], y.shape[4])
+        return jnp.transpose(y, (0, 2, 3, 1)) + 1            # [B, H, W, C]
+
+    def elsewhere(x):                                        # ends out of order: kept
+        y = jnp.transpose(x * 2, (0, 3, 1, 2))[:, None]
+        return jnp.transpose(y, (0, 1, 3, 2, 4)) + 1          # [B, 1, H, C, W]
+
+    axes = ({0: "b", 1: "h", 2: "w"},)
+    x = np.ones((2, 3, 5, 4), np.float32)
+    names = [op.name for op in to_ir(back_and_forth, axes, x).body.ops]
+    assert "transpose" not in names, names
+    names = [op.name for op in to_ir(elsewhere, axes, x).body.ops]
+    assert names.count("transpose") == 2, names
+    for f in (back_and_forth, elsewhere):
+        check_against_jax(f, axes, lambda n: (
+            rng.standard_normal((n % 3, n, n + 1, 4)).astype(np.float32),), (0, 1, 2, 7))

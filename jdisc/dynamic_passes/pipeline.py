@@ -25,6 +25,7 @@ from jdisc.dynamic_passes.passes.dots import canonicalize_dot_layouts
 from jdisc.dynamic_passes.passes.dynamic_ops import (eliminate_dead_code, materialize_dim_values,
                                                      resolve_dynamic_ops)
 from jdisc.dynamic_passes.passes.fusion import plan_kernels
+from jdisc.dynamic_passes.passes.layout import fold_layout_moves
 from jdisc.dynamic_passes.passes.gemm_epilogue import fuse_gemm_epilogues
 from jdisc.dynamic_passes.passes.memory_plan import plan_donation, plan_memory
 from jdisc.dynamic_passes.passes.parallel_axes import find_parallel_axes
@@ -82,6 +83,7 @@ PASSES: list[Pass] = [
     analyze_constraints,      # facts the launcher's checks guarantee: equalities, bounds, divisors
     canonicalize_dot_layouts, # dot_general operands in GEMM layouts (transposes where needed)
     canonicalize_convolutions,  # convolutions in NHWC / HWIO (transposes where needed)
+    fold_layout_moves,        # transposes and size-1 reshapes that end in order -> a reshape
     compile_regions,          # the same passes inside every region (below)
     plan_kernels,             # fusion: kernels and materialised buffers
     fuse_gemm_epilogues,      # a bias and ReLU after a GEMM: done by the GEMM's pieces
@@ -92,7 +94,7 @@ PASSES: list[Pass] = [
 
 # A region's shapes and checks were settled with the top level; the rest runs per region.
 REGION_PASSES: list[Pass] = [canonicalize_dot_layouts, canonicalize_convolutions,
-                             compile_regions, plan_kernels, fuse_gemm_epilogues, plan_memory]
+                             fold_layout_moves, compile_regions, plan_kernels, fuse_gemm_epilogues, plan_memory]
 
 
 def dump_dir() -> str | None:
