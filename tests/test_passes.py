@@ -187,3 +187,18 @@ def test_gemms_run_in_the_runtime_for_every_contraction_size(dtype, spec):
     assert "jd_dot(" in source and "dot kernel, a call of the runtime's jd_dot" in source
     assert not any("gemm" in text for name, _, text in units.split(source)
                    if name.startswith("jd_u"))
+
+
+def test_reshape_groups_split_around_size_1_dims():
+    # a mask [B, S, S] read as [1, B, 1, S, S] (a chain of moves folded to one reshape,
+    # passes/layout.py): one group over everything made the kernel split a flat index with
+    # a division per element, 5x slower (keras's attention mask)
+    from jdisc.lowering.loops import reshape_groups
+    assert reshape_groups((1, B, 1, S, S), (B, S, S)) == [([0, 1], [0]), ([2, 3], [1]),
+                                                          ([4], [2])]
+    assert reshape_groups((B, S, S), (1, B, 1, S, S)) == [([0], [0, 1]), ([1], [2, 3]),
+                                                          ([2], [4])]
+    assert reshape_groups((B, S, 1), (B, S)) == [([0], [0]), ([1], [1]), ([2], [])]
+    assert reshape_groups((B * S, 8), (B, S, 8)) == [([0], [0, 1]), ([1], [2])]
+    assert reshape_groups((), (1, 1)) == [([], [0, 1])]
+    assert reshape_groups((B, 3), (3, B)) == [([0, 1], [0, 1])]    # no finer split provable

@@ -353,27 +353,41 @@ def _is_one(d: Dim) -> bool:
 
 
 def reshape_groups(out_shape, in_shape) -> list[tuple[list[int], list[int]]]:
-    """Split two shapes into consecutive groups of provably equal element counts; when no
-    finer split is provable, one group holds everything."""
+    """Split two shapes into consecutive groups of provably equal element counts; size-1 dims
+    join the group after them (or a last group of their own). When no finer split is
+    provable, one group holds everything."""
     groups, i, j = [], 0, 0
-    while i < len(out_shape) or j < len(in_shape):
-        oi, ij = [i] if i < len(out_shape) else [], [j] if j < len(in_shape) else []
-        po: Dim = out_shape[i] if oi else 1
-        pi: Dim = in_shape[j] if ij else 1
-        i, j = i + len(oi), j + len(ij)
+    n_out, n_in = len(out_shape), len(in_shape)
+    while i < n_out or j < n_in:
+        oi, ij = [], []
+        while i < n_out and _is_one(out_shape[i]):
+            oi.append(i)
+            i += 1
+        while j < n_in and _is_one(in_shape[j]):
+            ij.append(j)
+            j += 1
+        if i == n_out and j == n_in:    # size-1 dims at the end
+            groups.append((oi, ij))
+            break
+        if i == n_out or j == n_in:     # cannot match: one group over everything
+            return [(list(range(n_out)), list(range(n_in)))]
+        po: Dim = out_shape[i]
+        pi: Dim = in_shape[j]
+        oi.append(i)
+        ij.append(j)
+        i, j = i + 1, j + 1
         while symbolic.prove_eq(po, pi) is not True:
-            grow_out = i < len(out_shape) and (j >= len(in_shape) or symbolic.prove_le(
-                po, pi) is True)
+            grow_out = i < n_out and (j >= n_in or symbolic.prove_le(po, pi) is True)
             if grow_out:
                 oi.append(i)
                 po = po * out_shape[i]
                 i += 1
-            elif j < len(in_shape):
+            elif j < n_in:
                 ij.append(j)
                 pi = pi * in_shape[j]
                 j += 1
             else:   # cannot match: fall back to one group over everything
-                return [(list(range(len(out_shape))), list(range(len(in_shape))))]
+                return [(list(range(n_out)), list(range(n_in)))]
         groups.append((oi, ij))
     return groups
 
