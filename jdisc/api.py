@@ -515,7 +515,7 @@ class JdiscFunction:
         outs = (interop.traced_call(self, entry, flat) if interop.is_traced(flat)
                 else entry.call_flat(flat))
         self._stats["calls"] += 1
-        return jax.tree_util.tree_unflatten(entry.exported.out_tree, outs)
+        return entry.unflatten(outs)
 
     def __repr__(self) -> str:
         st = self._stats

@@ -36,6 +36,7 @@ class Compiled:
         self._plain = self._all_kept and not self._donated    # the common eager call
         tree = exported.out_tree
         self._one_result = tree.num_nodes == 1 and tree.num_leaves == 1
+        self._weak = frozenset(getattr(exported, "weak_outputs", ()))
         # made by interop.py when the program meets a JAX transformation, then kept
         self.traceable: Callable | None = None   # the flat call as JAX primitives
         self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
@@ -44,7 +45,9 @@ class Compiled:
         self.eager_sharded: Callable | None = None   # jax.jit of it, for eager sharded calls
 
     def unflatten(self, outs: list) -> Any:
-        """The flat results in the function's output structure."""
+        """The flat results in the function's output structure, weakly typed where jax's are."""
+        if self._weak:
+            outs = [weakly_typed(x) if i in self._weak else x for i, x in enumerate(outs)]
         if self._one_result:     # one array, not in a container
             return outs[0]
         return jax.tree_util.tree_unflatten(self.exported.out_tree, outs)
@@ -292,6 +295,20 @@ try:
     from jax._src.array import ArrayImpl as _ArrayImpl   # jax is pinned to one minor version
 except ImportError:     # pragma: no cover - then every input takes the general path
     _ArrayImpl = None
+
+
+def weakly_typed(x: Any) -> Any:
+    """x as a weakly typed jax.Array (its buffers shared, nothing copied), as jax.jit gives a
+    result that only Python scalars made a float (`x * 2.5` of an int x): it then takes a
+    bfloat16 operand's type instead of promoting it. Tracers are typed by the FFI call's
+    result types already; anything jax's internals do not take as expected stays as it is."""
+    if type(x) is not _ArrayImpl or x.weak_type:
+        return x
+    try:
+        return _ArrayImpl(x.aval.update(weak_type=True), x.sharding, x._arrays,
+                          committed=x._committed)
+    except Exception:
+        return x
 
 
 def _committed_device(flat_args: Sequence[Any], leaves) -> Any:

@@ -118,12 +118,13 @@ def _out_types(entry: "Compiled", shapes) -> list:
     executable = entry.executable
     _, out_shapes = executable.prepare(shapes)
     out_types = []
-    for s, spec in zip(out_shapes, executable.cprog.outputs):
+    weak = getattr(entry.exported, "weak_outputs", ())
+    for j, (s, spec) in enumerate(zip(out_shapes, executable.cprog.outputs)):
         dt = numpy_dtype(spec.dtype)
         if dt.itemsize == 8 and dt.kind in "iuf" and not jax.config.jax_enable_x64:
             raise DtypeError(f"result '{spec.name}' is {dt}: inside a JAX trace that needs "
                              f"jax_enable_x64 (jax would narrow it)")
-        out_types.append(jax.ShapeDtypeStruct(s, dt))
+        out_types.append(jax.ShapeDtypeStruct(s, dt, weak_type=j in weak))
     return out_types
 
 

@@ -137,6 +137,24 @@ def test_parameters_passed_by_keyword_have_no_dynamic_axes_in_the_tuple_form():
     assert jg.stats()["compiles"] == 1
 
 
+def test_results_are_weakly_typed_where_jax_jits_are():
+    # `x * 2.5` of an int32 x is a weak float32 in jax.jit: added to a bfloat16 array it gives
+    # bfloat16; jdisc's results were plain float32 and promoted it (found by an adversarial
+    # sweep). Eagerly, at several sizes, and inside jax.jit (the FFI call's result types)
+    f = lambda x: (x * 2.5, x + 1, jnp.float32(3) * x)      # noqa: E731
+    jf = jdisc.jit(f, dynamic_axes=({0: "n"},))
+    for n in (0, 1, 5):
+        x = _arange((n,), np.int32)
+        for g, w in zip(jf(x), jax.jit(f)(x)):
+            assert (g.dtype, g.weak_type) == (w.dtype, w.weak_type)
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    x = _arange((4,), np.int32)
+    half = jnp.ones(4, jnp.bfloat16)
+    assert (jf(x)[0] + half).dtype == jnp.bfloat16
+    assert jax.jit(lambda x: jf(x)[0] + half)(x).dtype == jnp.bfloat16
+    assert jf.stats()["compiles"] == 1
+
+
 def test_strict_keeps_one_program():
     jf = jdisc.jit(lambda x: x * 2, dynamic_axes=({0: "b"},), strict=True)
     jf(_arange((3,)))

@@ -22,6 +22,7 @@ class ExportedFunction:
     out_tree: Any
     out_names: tuple[str, ...]
     constraints: tuple[str, ...]
+    weak_outputs: tuple[int, ...] = ()    # results jax types weakly (`x * 2.5` of an int x)
 
 
 def export_function(fun: Callable, leaves: Sequence[LeafSpec], in_tree: Any,
@@ -52,8 +53,9 @@ def _signature(exp: jax_export.Exported, name: str, leaves: tuple[LeafSpec, ...]
     out_paths = jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(exp.out_tree, range(len(exp.out_avals))))[0]
     out_names = tuple("result" + jax.tree_util.keystr(p) for p, _ in out_paths)
+    weak = tuple(i for i, a in enumerate(exp.out_avals) if getattr(a, "weak_type", False))
     return ExportedFunction(name, bytes(exp.mlir_module_serialized), leaves, kept,
-                            in_shapes, exp.out_tree, out_names, constraints)
+                            in_shapes, exp.out_tree, out_names, constraints, weak)
 
 
 def from_jax_exported(exp: jax_export.Exported, name: str | None = None) -> ExportedFunction:
