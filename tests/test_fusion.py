@@ -220,6 +220,30 @@ def test_masked_softmax_stages_its_broadcast_mask_by_rows(rng, dtype):
         assert jf.stats()["compiles"] == 1
 
 
+def _flax_masked_softmax(s, m):
+    """flax's attention weights: a float mask [B, 1, S, S] compared with 0, broadcast over the
+    heads, selects the scores or the lowest float, then a softmax over the keys."""
+    return jax.nn.softmax(jnp.where(m != 0, s, jnp.finfo(s.dtype).min), axis=-1)
+
+
+def test_masked_softmax_computes_a_broadcast_boolean_mask_once_per_element(rng):
+    # the mask's compare, computed in [B, 1, S, S] and broadcast over the heads: short rows
+    # compute it once per element into a staged copy (as 4-byte 0s and 1s, stitch.py), where
+    # the max's loop and the exp's loop each gathered the mask across the block's rows
+    axes = ({0: "B", 2: "S", 3: "S"}, {0: "B", 2: "S", 3: "S"})
+    src = generate(to_ir(_flax_masked_softmax, axes, np.ones((2, 3, 4, 4), np.float32),
+                         np.ones((2, 1, 4, 4), np.float32))).source
+    assert "int32_t *stage1 = (int32_t *)calloc(" in src
+    jf = jdisc.jit(_flax_masked_softmax, dynamic_axes=axes, bridge=False)
+    for b, s in ((1, 1), (3, 5), (2, 16), (3, 17), (2, 59), (1, 100), (1, 300)):
+        x = (rng.standard_normal((b, 3, s, s)) * 4).astype(np.float32)
+        m = (rng.random((b, 1, s, s)) < 0.7).astype(np.float32)
+        ref = jax.jit(_flax_masked_softmax)(x, m)
+        # a softmax: a few ulps of the row's sum, which rounds in another order
+        assert_close(jf(x, m), ref, 1e-6, f"{b, s}")
+    assert jf.stats()["compiles"] == 1
+
+
 def _gather_concat(x, idx, keep):
     """A gathered, masked half beside the original: a concat kernel over [B, S, 8] halves."""
     g = jnp.take_along_axis(x, idx[..., None], axis=1)

@@ -233,7 +233,7 @@ def emit_stitch(ctx: KernelContext) -> None:
         out.id not in r.row_values
     staged = _staged_inputs(kernel, inputs, rows_dims + cols_dims, len(cols_dims),
                             cached + ([out] if out_tiled else []),
-                            r.row_values | reduced) if blocked else []
+                            r.row_values | reduced, level) if blocked else []
     loops = StitchLoops(w, r, kernel, level, rows_dims, cols_dims, dim, reduces, cached,
                         1 if integral else LANES if not const or known >= LANES else
                         LANES_SHORT if known >= LANES_SHORT else 1, staged, inputs,
@@ -265,7 +265,10 @@ def emit_stitch(ctx: KernelContext) -> None:
         ([(out, loops.out_lanes, f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")]
          if out_tiled else [])
     for v, name, n in scratch:
-        t = ctype(v.dtype)
+        # a staged boolean is kept as a 4-byte 0 or 1: the loops that read it then hold one
+        # type of lanes (with bytes, GCC 12 vectorised a masked softmax's loops in 4-lane
+        # halves of AVX2's 8: 1.7x the time, benchmarks/zoo_speed.py's linen Encoder)
+        t = "int32_t" if v.dtype == "i1" and name.startswith("stage") else ctype(v.dtype)
         w(f"{t} *{name} = ({t} *)calloc({n} + 1, sizeof({t}));")
     if scratch:
         with w.block(f"if ({' || '.join('!' + name for _, name, _ in scratch)})"):
@@ -316,7 +319,7 @@ def _permuted_rows(kernel: Kernel, inputs: dict[int, str], full: tuple,
 
 
 def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_dims: int,
-                   cached: list[Value], stop: set[int]) -> list[Value]:
+                   cached: list[Value], stop: set[int], level: dict[int, int]) -> list[Value]:
     """The kernel inputs of the full [rows, columns] shape that the row buffers' loops read,
     across the rows, at the element's own index (through elementwise ops, which read their
     operands where they are read). Those loops compute what is costly (an exp); read across
@@ -324,9 +327,12 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_di
     column by column first (a contiguous read per row) is cheaper. Other loops read these
     copies too; inputs read only by reductions of cheap values are read in place (one pass:
     copying first costs more than the gathers it saves). Also staged, where the row has one
-    column dim: a broadcast of a kernel input of 4-byte values whose last dim is the row's (an
-    attention's additive mask [B, S] over [B, heads, S, S]): each lane's row of it is a run
-    of the input, copied by tiles (stitch_loops.py `_stage`)."""
+    column dim, broadcasts along the rows (`row_broadcast`): of a kernel input of 4-byte
+    values (an attention's additive mask [B, S] over [B, heads, S, S]), each lane's row of it
+    is a run of the input, copied by tiles (stitch_loops.py `_stage`); of a value computed
+    from the kernel's inputs before any reduction (a boolean mask `m != 0` of [B, 1, S, S]
+    over [B, heads, S, S], flax's), computed once per element into the copy, where each
+    loop that reads it would compute it again, by gathers."""
     buffered = {v.id for v in cached}
     stack = [(v, True) for v in cached]
     seen: set[int] = set()
@@ -340,26 +346,27 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_di
             if len(v.shape) == len(full) and all(
                     symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
                 found.append(v)
-        elif n_col_dims == 1 and row_broadcast(v, inputs, full):
+            continue
+        x = row_broadcast(v, full) if n_col_dims == 1 else None
+        if x is not None and (tiled(v) if x.id in inputs else level.get(v.id, 0) == 0):
             found.append(v)
         elif v.producer is not None and v.producer.name in SAME_INDEX:
             stack.extend((x, False) for x in v.producer.operands if x.rank)
     return sorted(found, key=lambda v: v.id)
 
 
-def row_broadcast(v: Value, inputs: dict[int, str], full: tuple) -> bool:
-    """Whether `v`, of the kernel's full shape, broadcasts a kernel input of 4-byte values
-    along its rows only (through one broadcast_in_dim or a chain of them): the input's last
-    dim is the last of `full` at every step, so that each row of `v` is a contiguous run of
-    the input."""
-    if not tiled(v) or len(v.shape) != len(full) or not all(
+def row_broadcast(v: Value, full: tuple) -> Value | None:
+    """What `v`, of the kernel's full shape, broadcasts along its rows only (through one
+    broadcast_in_dim or a chain of them), or None: the broadcast value's last dim is the last
+    of `full` at every step, so that each row of `v` is a contiguous run of it."""
+    if len(v.shape) != len(full) or not all(
             symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
-        return False
+        return None
     x = v
     while x.producer is not None and x.producer.name == "broadcast_in_dim":
         op = x.producer
         x = op.operands[0]
         if x.rank < 1 or op.attrs["broadcast_dimensions"][-1] != op.results[0].rank - 1 or \
                 symbolic.prove_eq(x.shape[-1], full[-1]) is not True:
-            return False
-    return x is not v and x.id in inputs
+            return None
+    return x if x is not v else None

@@ -142,9 +142,11 @@ class StitchLoops:
         (`stage<k>[c * ROW_BLOCK + l]`): 4-byte values by whole 16 x 16 tiles
         (jd_to_lanes32: a staged input has the kernel's full shape, so row `row` is
         `n_cols` values from `row * n_cols`; a staged broadcast's row is the run of its
-        input at the row's indices), others row by row (contiguous reads)."""
+        input at the row's indices), others row by row (contiguous reads; a broadcast of a
+        computed value is computed there)."""
         w, r = self.w, self.r
-        for v in [v for v in self.staged if tiled(v)]:
+        by_tiles = [v for v in self.staged if tiled(v) and self._of_input(v)]
+        for v in by_tiles:
             w.open()
             w(f"const void *jd_rows[{ROW_BLOCK}];")
             if v.id in self.inputs:
@@ -160,7 +162,7 @@ class StitchLoops:
                 rows.close()
             w(f"jd_to_lanes32({self.stage[v.id]}, jd_rows, n_cols);")
             w.close()
-        rest = [v for v in self.staged if not tiled(v)]
+        rest = [v for v in self.staged if v not in by_tiles]
         if rest:
             rows.open(hoist=False)
             w.open("for (int64_t c = 0; c < n_cols; c++)")
@@ -172,6 +174,14 @@ class StitchLoops:
             w.close()
             rows.close()
         r.staged = dict(self.stage)
+
+    def _of_input(self, v: Value) -> bool:
+        """Whether the staged `v` is a kernel input or a broadcast of one (not of a value the
+        kernel computes)."""
+        while v.id not in self.inputs and v.producer is not None and \
+                v.producer.name == "broadcast_in_dim":
+            v = v.producer.operands[0]
+        return v.id in self.inputs
 
 
 def _fixed_values(kernel: Kernel) -> set[int]:
