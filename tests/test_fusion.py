@@ -8,6 +8,7 @@ import pytest
 import jdisc
 from jdisc.bench import workloads as W
 from jdisc.lowering.codegen import generate
+from jdisc.lowering.stitch_loops import ACROSS_BUFFERED
 from conftest import assert_close, check_against_jax, to_ir
 
 
@@ -543,12 +544,14 @@ def test_transposes_that_move_the_last_dim_run_in_tiles_and_stay_exact(rng):
     assert jf.stats()["compiles"] == 1
 
 
-def test_a_softmax_over_transposed_scores_runs_rows_of_16_or_more_alone():
+def test_a_softmax_over_transposed_scores_stages_each_lanes_row():
     # scores laid out [B, S, H, T] (nnx's attention has its einsum's output so), transposed to
     # [B, H, S, T] into a masked softmax over T: each row is a run of the input, but a block's
     # rows are far apart, so across the rows each read was a gather and the loop stayed scalar
-    # (6x slower than each row alone at T = 59). The kernel runs across the rows only below 16
-    # columns now; results at every length, both ways.
+    # (6x slower than each row alone at T = 59), and such kernels ran rows of 16 or more
+    # alone. Now each lane's row is computed contiguously into the block's rows, then moved
+    # into the lanes by tiles (stitch_loops.py `rowstage`), and short rows run across the
+    # block's rows as other softmaxes' do; results at every length, both ways.
     import jax
     import jax.numpy as jnp
     import jdisc
@@ -569,7 +572,8 @@ def test_a_softmax_over_transposed_scores_runs_rows_of_16_or_more_alone():
                                    atol=1e-7, err_msg=f"b={b}, s={s}")
     assert f.stats()["compiles"] == 1
     c = f.compiled_for(x).c_source
-    assert "const int across = n_cols < 16;" in c
+    assert f"const int across = n_cols < {ACROSS_BUFFERED};" in c
+    assert "jd_to_lanes32(stage0, jd_rows, n_cols);" in c and "rowstage" in c
 
 
 def test_a_pool_over_channels_moved_last_reads_them_from_a_tiled_transpose(rng):

@@ -75,6 +75,9 @@ class Renderer:
         # loaded at the element's own index, `canon`)
         self.staged: dict[int, str] = {}
         self.canon: Index | None = None
+        # the C type of boolean temporaries: stitch loops across rows hold them as 4-byte 0s
+        # and 1s (stitch_loops.py), so that every lane of their vectors is 4 bytes wide
+        self.bool_ctype = "uint8_t"
         self.recip: dict[int, str] = {}   # id(divide op) -> row-scope reciprocal of its divisor
         # per-dim index names -> (the flat index they were split from, the dims split over):
         # a load at those indices of a value with those trailing dims reads at the flat index
@@ -92,6 +95,10 @@ class Renderer:
             if key in scope:
                 return scope[key]
         return None
+
+    def value_ctype(self, v: Value) -> str:
+        """The C type of a temporary that holds `v`."""
+        return self.bool_ctype if v.dtype == "i1" else ctype(v.dtype)
 
     def temp(self, key, c_type: str, expr: str) -> str:
         found = self._lookup(key)
@@ -160,7 +167,7 @@ class Renderer:
 
     def _render_new(self, v: Value, idx: Index) -> str:
         if v.id in self.inputs:
-            return self.temp((v.id, idx), ctype(v.dtype),
+            return self.temp((v.id, idx), self.value_ctype(v),
                              f"{self.inputs[v.id]}[{self.linear(idx, v.shape)}]")
         op = v.producer
         handler = getattr(self, "at_" + op.name, None)
@@ -168,15 +175,16 @@ class Renderer:
             return handler(op, v, idx)
         if op.name == "divide" and id(op) in self.recip:   # x / (per-row value): one divide per row
             x = self.load(op.operands[0], idx if op.operands[0].rank else ())
-            return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {self.recip[id(op)]})")
+            return self.temp((v.id, idx), self.value_ctype(v), f"({x} * {self.recip[id(op)]})")
         if op.name == "divide" and v.dtype in ("f32", "f64"):
             inv = _exact_reciprocal(op.operands[1])
             if inv is not None:   # dividing by a power of two: multiplying is exact
                 x = self.load(op.operands[0], idx if op.operands[0].rank else ())
-                return self.temp((v.id, idx), ctype(v.dtype), f"({x} * {literal(inv, v.dtype)})")
+                return self.temp((v.id, idx), self.value_ctype(v),
+                                 f"({x} * {literal(inv, v.dtype)})")
         args = [self.load(x, idx if x.rank else ()) for x in op.operands]
         expr = render_scalar(op, args, [x.dtype for x in op.operands], v.dtype)
-        return self.temp((v.id, idx), ctype(v.dtype), expr)
+        return self.temp((v.id, idx), self.value_ctype(v), expr)
 
     def at_constant(self, op: Op, v: Value, idx: Index) -> str:
         return literal(op.attrs["value"].reshape(-1)[0], v.dtype)
@@ -208,11 +216,15 @@ class Renderer:
         return tuple(sub)
 
     def at_transpose(self, op: Op, v: Value, idx: Index) -> str:
+        return self.load(op.operands[0], self.transpose_operand_index(op, v, idx))
+
+    def transpose_operand_index(self, op: Op, v: Value, idx: Index) -> Index:
+        """The index of a transpose's operand that its result's `idx` reads."""
         perm = op.attrs["permutation"]
         sub = [""] * len(perm)
         for k, p in enumerate(perm):
             sub[p] = idx[k]
-        return self.load(op.operands[0], tuple(sub))
+        return tuple(sub)
 
     def at_slice(self, op: Op, v: Value, idx: Index) -> str:
         sub = []
@@ -226,6 +238,10 @@ class Renderer:
         """Dims are matched in groups of equal size; within a group the index is linearised
         over the result dims and split over the operand dims (no division for a group whose
         operand side is one dim: [B, S, 768] -> [B, S, 12, 64] costs one multiply-add)."""
+        return self.load(op.operands[0], self.reshape_operand_index(op, v, idx))
+
+    def reshape_operand_index(self, op: Op, v: Value, idx: Index) -> Index:
+        """The index of a reshape's operand that its result's `idx` reads (at_reshape)."""
         x = op.operands[0]
         sub: list[str] = []
         for out_dims, in_dims in reshape_groups(v.shape, x.shape):
@@ -240,7 +256,7 @@ class Renderer:
                              f"(({q}) % {self.dim(d)})")
                 stride = stride * d
             sub.extend(reversed(parts))
-        return self.load(x, tuple(sub))
+        return tuple(sub)
 
 
     # -- index-moving ops that may read nothing: rendered inside an `if` ----------------------

@@ -50,7 +50,8 @@ from jdisc.lowering.loops import (KernelContext, Renderer, close_rows, open_piec
                                   tile_cols)
 from jdisc.lowering.row_values import row_values
 from jdisc.lowering.stitch_loops import (ACROSS, ACROSS_BUFFERED, LANES, LANES_SHORT, ROW_BLOCK,
-                                         StitchLoops, column_index, tiled)
+                                         ROW_STAGE, StitchLoops, column_index, fixed_values,
+                                         row_view, tiled)
 
 
 def emit_loop(ctx: KernelContext) -> None:
@@ -253,7 +254,7 @@ def emit_stitch(ctx: KernelContext) -> None:
     # each of two such kernels).
     if blocked:
         across = LANES_SHORT if _permuted_rows(kernel, inputs, rows_dims + cols_dims,
-                                               cached + [out]) else \
+                                               cached + [out], staged) else \
             ACROSS_BUFFERED if cached and out_tiled else ACROSS
         w(f"const int across = n_cols < {across};")
     w("/* this piece's scratch: row buffers (a block's rows, column by column, when across;"
@@ -262,13 +263,14 @@ def emit_stitch(ctx: KernelContext) -> None:
     scratch = [(v, loops.buffers[v.id], f"(size_t)n_cols{rows_of}") for v in cached] + \
         [(v, loops.stage[v.id], f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")
          for v in staged] + \
+        ([(None, ROW_STAGE, f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")]
+         if loops.row_staged() else []) + \
         ([(out, loops.out_lanes, f"(size_t)(across ? n_cols * {ROW_BLOCK} : 0)")]
          if out_tiled else [])
     for v, name, n in scratch:
-        # a staged boolean is kept as a 4-byte 0 or 1: the loops that read it then hold one
-        # type of lanes (with bytes, GCC 12 vectorised a masked softmax's loops in 4-lane
-        # halves of AVX2's 8: 1.7x the time, benchmarks/zoo_speed.py's linen Encoder)
-        t = "int32_t" if v.dtype == "i1" and name.startswith("stage") else ctype(v.dtype)
+        t = "int32_t" if v is None else \
+            loops.stage_ctype(v) if v.id in loops.stage and name == loops.stage[v.id] else \
+            ctype(v.dtype)
         w(f"{t} *{name} = ({t} *)calloc({n} + 1, sizeof({t}));")
     if scratch:
         with w.block(f"if ({' || '.join('!' + name for _, name, _ in scratch)})"):
@@ -291,14 +293,16 @@ def emit_stitch(ctx: KernelContext) -> None:
 
 
 def _permuted_rows(kernel: Kernel, inputs: dict[int, str], full: tuple,
-                   start: list[Value]) -> bool:
+                   start: list[Value], staged: list[Value]) -> bool:
     """Whether the loops that compute `start` (row buffers, the output) read a kernel input of
     the full shape through a transpose that permutes its rows and keeps its columns last: one
     row of it is contiguous, but the rows of a block are not, so across the rows each read is
     a gather per lane, and GCC 12 left such loops scalar (the transpose of an einsum's output
     [B, S, heads, S] in a masked softmax: 6x slower than running each row alone, nnx's Llama
-    at S = 59, benchmarks/zoo_speed.py). Such a kernel runs rows of 16 columns or more alone."""
-    stack, seen = [(v, False) for v in start], set()
+    at S = 59, benchmarks/zoo_speed.py). Such a kernel runs rows of 16 columns or more alone.
+    A read through a staged value (`_staged_inputs`: a transpose that views an input's rows is
+    one) is not a gather: the copy reads each lane's row contiguously."""
+    stack, seen = [(v, False) for v in start], {(v.id, p) for v in staged for p in (False, True)}
     while stack:
         v, permuted = stack.pop()
         if (v.id, permuted) in seen:
@@ -327,13 +331,15 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_di
     column by column first (a contiguous read per row) is cheaper. Other loops read these
     copies too; inputs read only by reductions of cheap values are read in place (one pass:
     copying first costs more than the gathers it saves). Also staged, where the row has one
-    column dim, broadcasts along the rows (`row_broadcast`): of a kernel input of 4-byte
-    values (an attention's additive mask [B, S] over [B, heads, S, S]), each lane's row of it
-    is a run of the input, copied by tiles (stitch_loops.py `_stage`); of a value computed
-    from the kernel's inputs before any reduction (a boolean mask `m != 0` of [B, 1, S, S]
-    over [B, heads, S, S], flax's), computed once per element into the copy, where each
-    loop that reads it would compute it again, by gathers."""
-    buffered = {v.id for v in cached}
+    column dim, views of other values' rows (stitch_loops.py `row_view`: broadcasts,
+    transposes and reshapes that keep the last dim): of a kernel input of 4-byte values (an
+    attention's additive mask [B, S] over [B, heads, S, S], scores [B, S, heads, S] moved to
+    [B, heads, S, S]), each lane's row of it is a run of the input, copied by tiles
+    (stitch_loops.py `_stage`); of a value computed from the kernel's inputs before any
+    reduction, not from constants alone (a boolean mask `m != 0` of [B, 1, S, S] over
+    [B, heads, S, S], flax's), computed once per element into the copy, where each loop that
+    reads it would compute it again, by gathers."""
+    buffered, fixed = {v.id for v in cached}, fixed_values(kernel)
     stack = [(v, True) for v in cached]
     seen: set[int] = set()
     found: list[Value] = []
@@ -347,26 +353,10 @@ def _staged_inputs(kernel: Kernel, inputs: dict[int, str], full: tuple, n_col_di
                     symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
                 found.append(v)
             continue
-        x = row_broadcast(v, full) if n_col_dims == 1 else None
-        if x is not None and (tiled(v) if x.id in inputs else level.get(v.id, 0) == 0):
+        x = row_view(v, full, inputs) if n_col_dims == 1 else None
+        if x is not None and (tiled(v) if x.id in inputs else
+                              level.get(v.id, 0) == 0 and x.id not in fixed):
             found.append(v)
         elif v.producer is not None and v.producer.name in SAME_INDEX:
             stack.extend((x, False) for x in v.producer.operands if x.rank)
     return sorted(found, key=lambda v: v.id)
-
-
-def row_broadcast(v: Value, full: tuple) -> Value | None:
-    """What `v`, of the kernel's full shape, broadcasts along its rows only (through one
-    broadcast_in_dim or a chain of them), or None: the broadcast value's last dim is the last
-    of `full` at every step, so that each row of `v` is a contiguous run of it."""
-    if len(v.shape) != len(full) or not all(
-            symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
-        return None
-    x = v
-    while x.producer is not None and x.producer.name == "broadcast_in_dim":
-        op = x.producer
-        x = op.operands[0]
-        if x.rank < 1 or op.attrs["broadcast_dimensions"][-1] != op.results[0].rank - 1 or \
-                symbolic.prove_eq(x.shape[-1], full[-1]) is not True:
-            return None
-    return x if x is not v else None

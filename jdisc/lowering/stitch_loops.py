@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from jdisc.dynamic_passes.algebra import symbolic
 from jdisc.dynamic_passes.ir.dtypes import is_float, numpy_dtype
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
@@ -39,6 +40,32 @@ def tiled(v: Value) -> bool:
     """Whether a value of the full shape moves between rows and lanes by whole tiles
     (jd_lanes.h: 4-byte values)."""
     return numpy_dtype(v.dtype).itemsize == 4
+
+
+# the ops through which each row of a value is a row of their operand (the last dim stays
+# last, of the same size): so a row of a chain of them is a contiguous run of the first value
+VIEWS = ("broadcast_in_dim", "transpose", "reshape")
+
+
+def row_view(v: Value, full: tuple, inputs: dict[int, str]) -> Value | None:
+    """What `v`, of the kernel's full shape, views through a chain of VIEWS whose last dim is
+    the last of `full` at every step (a broadcast along the rows, a transpose of the rows, a
+    reshape of them), stopping at the kernel's inputs, or None: each row of `v` is then a
+    contiguous run of that value (a reshape keeps the order of elements, and the others move
+    whole rows)."""
+    if len(v.shape) != len(full) or not all(
+            symbolic.prove_eq(a, b) is True for a, b in zip(v.shape, full)):
+        return None
+    x = v
+    while x.id not in inputs and x.producer is not None and x.producer.name in VIEWS:
+        op, y = x.producer, x.producer.operands[0]
+        if y.rank < 1 or symbolic.prove_eq(y.shape[-1], full[-1]) is not True or \
+                op.name == "broadcast_in_dim" and \
+                op.attrs["broadcast_dimensions"][-1] != x.rank - 1 or \
+                op.name == "transpose" and op.attrs["permutation"][-1] != x.rank - 1:
+            break
+        x = y
+    return x if x is not v else None
 
 
 def _chained(op: Op) -> bool:
@@ -102,6 +129,7 @@ class StitchLoops:
                 w(f"i{j}_b[l] = {name};")
             w.close()
         r.row_dims = tuple(self.rows_dims)
+        r.bool_ctype = "int32_t" if across else "uint8_t"
         r.push()
         r.accs, r.cached, r.recip, r.staged, r.canon = {}, {}, {}, {}, None
         out = kernel.outputs[0]
@@ -115,7 +143,7 @@ class StitchLoops:
         out_is_row = kernel.root.name == "reduce" or out.id in r.row_values
         acc_names = {op.results[0].id: f"acc{j}" for j, op in enumerate(self.reduces)}
         kept: set[int] = set()       # row values kept in arrays, one entry per row of a block
-        fixed = _fixed_values(kernel) if across else set()
+        fixed = fixed_values(kernel) if across else set()
         for p in range(max(n_phases, final + 1)):
             rows = _Rows(w, r, kernel, level, p, self.rows_dims, self.dim, arrays,
                          not across, row_buffers)
@@ -134,6 +162,7 @@ class StitchLoops:
             w(f"{output}[row] = {r.load(out, ())};")
             rows.close()
         r.staged = {}
+        r.bool_ctype = "uint8_t"
         r.pop()
         close_rows(w)
 
@@ -145,24 +174,45 @@ class StitchLoops:
         input at the row's indices), others row by row (contiguous reads; a broadcast of a
         computed value is computed there)."""
         w, r = self.w, self.r
-        by_tiles = [v for v in self.staged if tiled(v) and self._of_input(v)]
+        by_tiles = self.staged_by_tiles()
         for v in by_tiles:
             w.open()
             w(f"const void *jd_rows[{ROW_BLOCK}];")
             if v.id in self.inputs:
                 w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = "
                   f"{self.inputs[v.id]} + (rb + (l < nb ? l : nb - 1)) * n_cols;")
-            else:       # a broadcast of an input along the rows (stitch.py row_broadcast)
+            else:       # a view of an input's rows (row_view)
                 rows.open(hoist=False)
                 x, sub = v, r.row_idx + ("0",)
                 while x.id not in self.inputs:
-                    sub = r.broadcast_operand_index(x.producer, x, sub)
-                    x = x.producer.operands[0]
+                    op = x.producer
+                    sub = (r.broadcast_operand_index if op.name == "broadcast_in_dim" else
+                           r.transpose_operand_index if op.name == "transpose" else
+                           r.reshape_operand_index)(op, x, sub)
+                    x = op.operands[0]
                 w(f"jd_rows[l] = {self.inputs[x.id]} + {r.linear(sub, x.shape)};")
                 rows.close()
             w(f"jd_to_lanes32({self.stage[v.id]}, jd_rows, n_cols);")
             w.close()
         rest = [v for v in self.staged if v not in by_tiles]
+        # a computed value of 4 bytes (a boolean staged as int32 too): each lane's row into
+        # the block's rows (`rowstage`, a contiguous loop the C compiler vectorises), then into
+        # the lanes by tiles; computed straight into the lanes, each vector was a gather
+        for v in [v for v in rest if self.stage_bytes(v) == 4]:
+            rows.open(hoist=False)
+            w.open("for (int64_t c = 0; c < n_cols; c++)")
+            r.push()
+            idx = r.row_idx + column_index(w, r, "c", self.cols_dims, self.dim)
+            w(f"(({self.stage_ctype(v)} *){ROW_STAGE})[l * n_cols + c] = {r.load(v, idx)};")
+            r.pop()
+            w.close()
+            rows.close()
+            w.open()
+            w(f"const void *jd_rows[{ROW_BLOCK}];")
+            w(f"for (int64_t l = 0; l < {ROW_BLOCK}; l++) jd_rows[l] = {ROW_STAGE} + l * n_cols;")
+            w(f"jd_to_lanes32({self.stage[v.id]}, jd_rows, n_cols);")
+            w.close()
+        rest = [v for v in rest if self.stage_bytes(v) != 4]
         if rest:
             rows.open(hoist=False)
             w.open("for (int64_t c = 0; c < n_cols; c++)")
@@ -175,16 +225,33 @@ class StitchLoops:
             rows.close()
         r.staged = dict(self.stage)
 
+    @staticmethod
+    def stage_ctype(v: Value) -> str:
+        """The C type of `v`'s staged copy: a boolean's is a 4-byte 0 or 1, so that the loops
+        that read it hold one type of lanes (with bytes, GCC 12 vectorised a masked softmax's
+        loops in 4-lane halves of AVX2's 8: 1.7x the time, benchmarks/zoo_speed.py's linen
+        Encoder)."""
+        return "int32_t" if v.dtype == "i1" else ctype(v.dtype)
+
+    def stage_bytes(self, v: Value) -> int:
+        return 4 if v.dtype == "i1" else numpy_dtype(v.dtype).itemsize
+
+    def row_staged(self) -> bool:
+        """Whether some staged value is computed into the block's rows first (`rowstage`)."""
+        return any(v not in self.staged_by_tiles() and self.stage_bytes(v) == 4
+                   for v in self.staged)
+
+    def staged_by_tiles(self) -> list[Value]:
+        return [v for v in self.staged if tiled(v) and self._of_input(v)]
+
     def _of_input(self, v: Value) -> bool:
-        """Whether the staged `v` is a kernel input or a broadcast of one (not of a value the
-        kernel computes)."""
-        while v.id not in self.inputs and v.producer is not None and \
-                v.producer.name == "broadcast_in_dim":
-            v = v.producer.operands[0]
-        return v.id in self.inputs
+        """Whether the staged `v` is a kernel input or a view of one's rows (not of a value
+        the kernel computes: row_view)."""
+        x = v if v.id in self.inputs else row_view(v, v.shape, self.inputs)
+        return x is not None and x.id in self.inputs
 
 
-def _fixed_values(kernel: Kernel) -> set[int]:
+def fixed_values(kernel: Kernel) -> set[int]:
     """The kernel's constants, and what is computed from constants alone (not per row)."""
     fixed: set[int] = set()
     for op in kernel.ops:
@@ -276,6 +343,7 @@ class _Rows:
 
 
 _AUTO = "@lanes@"
+ROW_STAGE = "rowstage"     # the block's rows of a staged value computed before its lanes
 _ROW_NAMES = re.compile(r"\b(?:row|i\d+)\b")
 
 
