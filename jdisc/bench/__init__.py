@@ -136,23 +136,31 @@ def release_seed() -> int:
 
 def machine_info() -> dict:
     """What the numbers were measured on."""
-    model = "unknown"
+    model, isa = "unknown", None
     try:
         with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                         model)
+            lines = f.read().splitlines()
+        model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+                     model)
+        # the widest vectors the kernels may use (-march=native): machines of one name differ
+        flags = set(next((ln.split(":", 1)[1].split() for ln in lines
+                          if ln.startswith(("flags", "Features"))), []))
+        isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"),
+                                            ("avx", "AVX"), ("sse2", "SSE2"), ("asimd", "NEON"))
+                    if flag in flags), None)
     except OSError:
         pass
     env = {k: v for k, v in sorted(os.environ.items())
            if k.startswith("OPENBLAS") or k in ("OMP_NUM_THREADS", "XLA_FLAGS")}
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "python": platform.python_version(),
             "jax": jax.__version__, "jaxlib": jaxlib.__version__, "jdisc": jdisc.__version__,
             "env": env, "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
 def machine_line(m: dict) -> str:
     """The first line of a benchmark's output: what `machine_info` found."""
-    return (f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
+    isa = f" ({m['isa']})" if m.get("isa") else ""
+    return (f"machine: {m['cpu']}{isa}, {m['cores']} cores; python {m['python']}, jax {m['jax']}, "
             f"jaxlib {m['jaxlib']}, jdisc {m['jdisc']}; {m['date']}"
             + "".join(f"; {k}={v}" for k, v in m["env"].items()))
 
