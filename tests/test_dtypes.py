@@ -25,6 +25,8 @@ Elementwise checks run XLA once on the whole data and jdisc on subsets of it (`c
 XLA compiles once per shape and would otherwise dominate the file's run time.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -140,6 +142,30 @@ def test_half_fused_chain_rounds_after_every_op(rng):
     f = lambda x, y, z: ((x * y + z) * x - y, (x.astype(jnp.float32) * 3).astype(y.dtype) + y)
     for dt in HALVES:
         check_rows(f, [rng.standard_normal(1000).astype(dt) for _ in range(3)], rng)
+
+
+def test_half_gelu_shares_its_rows_sooner_than_an_f32_one(rng):
+    # a kernel of many bf16 ops (each computes in f32 and rounds) costs several times an f32
+    # one's per element: it runs on the pool from fewer elements (loops.parallel_min_work)
+    # (jmp's bf16 MLP: its GELU kernels over 54,752 elements ran on one thread)
+    gelu = lambda x: jax.nn.gelu(x, approximate=True) * 2
+    axes = ({0: "n"},)
+    least = {}
+    for dt in (np.float32, ml_dtypes.bfloat16):
+        jf = jdisc.jit(gelu, dynamic_axes=axes)
+        src = jf.compiled_for(np.zeros(3, dt)).c_source
+        least[dt] = [int(n) for n in re.findall(r"jd_parallel\(.*>= (\d+)\);", src)]
+        x = (rng.standard_normal(40000) * 3).astype(dt)
+        # jdisc's tanh and XLA's differ by an ulp or two of f32 (test_half_elementwise): an
+        # f32 GELU by a few ulps (1e-5 relative), and where 1 + tanh cancels (x < -4, XLA's
+        # tanh is -1 there) by x * 0.5 * 2 ulp(1), under 2e-6 for |x| <= 16; a bf16 one by at
+        # most two bf16 ulps where a rounding goes the other way before the last ops (2^-7)
+        tol = 1e-5 if dt == np.float32 else 2.0 ** -7
+        np.testing.assert_allclose(np.asarray(jf(x)).astype(np.float64),
+                                   np.asarray(jax.jit(gelu)(x)).astype(np.float64),
+                                   rtol=tol, atol=2e-6, err_msg=str(dt))
+    (f32,), (bf16,) = least.values()
+    assert bf16 < 40000 < f32, least
 
 
 @pytest.mark.parametrize("dt", HALVES, ids=lambda d: d.name)
@@ -397,6 +423,9 @@ def test_half_gemms_run_as_f32_gemms(dt, rng):
     jf = jdisc.jit(f, dynamic_axes=axes)
     src = jf.compiled_for(*(np.zeros((1, 2, 2), dt),) * 3).c_source
     assert "jd_dot(JD_GEMM_F32," in src
+    # a dot kernel's C reads nothing in a branch: GCC may if-convert (and so vectorise) the
+    # loop that rounds the f32 results, a NaN select per element (codegen.needs_branches)
+    assert "JD_KEEP_BRANCHES int" not in src
     for b, m, k, n in [(1, 1, 3, 1), (2, 0, 4, 3), (1, 5, 0, 2), (3, 7, 5, 11), (1, 130, 64, 97),
                        (2, 67, 2, 300)]:
         a = rng.standard_normal((b, m, k)).astype(dt)

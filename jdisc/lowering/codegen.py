@@ -148,6 +148,11 @@ def _generate(prog: Program) -> CProgram:
 
 
 def needs_branches(k: Kernel) -> bool:
+    if k.kind == "dot":
+        # its C is blas.py's, plain loops around a GEMM call: no load in a branch. Kept, the
+        # f16/bf16 results' rounding loop (a NaN select) stayed scalar: 100 us for jmp's
+        # [1711, 32] bf16 GEMM, which took 40 without its conversions
+        return False
     if k.kind == "stitch" and k.outputs:
         # with short static rows GCC unrolls a stitch kernel's columns and may vectorise
         # across rows (the columns are the reduced dims, which a reduction's own output does

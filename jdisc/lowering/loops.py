@@ -14,11 +14,11 @@ import numpy as np
 from jdisc.dynamic_passes.algebra import symbolic
 from jdisc.dynamic_passes.algebra.symbolic import Dim, prod
 from jdisc.dynamic_passes.ir.dtypes import is_complex, is_float, numpy_dtype
-from jdisc.dynamic_passes.ir.ops import EXPENSIVE
+from jdisc.dynamic_passes.ir.ops import EXPENSIVE, SAME_INDEX
 from jdisc.dynamic_passes.ir.program import Op, Value
 from jdisc.dynamic_passes.passes.fusion import Kernel
 from jdisc.errors import UnsupportedOpError
-from jdisc.lowering.cdtype import ctype, literal
+from jdisc.lowering.cdtype import HALF_FLOATS, ctype, literal
 from jdisc.lowering.cwriter import CWriter
 from jdisc.lowering.scalar_ops import arith, cast, render_scalar
 
@@ -494,10 +494,14 @@ _TRANSCENDENTAL = EXPENSIVE - {"divide", "remainder", "sqrt", "rsqrt"}
 
 def parallel_min_work(kernel: Kernel) -> int:
     """Elements from which a kernel's rows run on the pool: PARALLEL_MIN_WORK, a quarter of
-    it for a kernel with a transcendental op (a softmax's exp costs several loads' time)."""
-    if any(op.name in _TRANSCENDENTAL for op in kernel.ops):
-        return PARALLEL_MIN_WORK // 4
-    return PARALLEL_MIN_WORK
+    it for a kernel with a transcendental op (a softmax's exp costs several loads' time), and
+    less again for one with many f16/bf16 ops (each computes in f32 and rounds: jmp's bf16
+    GELU, a tanh and 11 rounded ops, took 4.4 ns an element on one thread, and ran alone
+    below 65536 elements)."""
+    half_ops = sum(1 for op in kernel.ops if op.name in SAME_INDEX and op.name != "convert"
+                   and any(v.dtype in HALF_FLOATS for v in op.results))
+    weight = (4 if any(op.name in _TRANSCENDENTAL for op in kernel.ops) else 1) + half_ops
+    return PARALLEL_MIN_WORK // min(weight, 16)
 
 
 # A loop kernel that reads an input across its rows (a transpose that moves the last dim)

@@ -6,9 +6,14 @@ static inline double jd_f64_from_bits(uint64_t u) { double f; memcpy(&f, &u, siz
 static inline float jd_bf16_to_f32(jd_bf16 h) { return jd_f32_from_bits((uint32_t)h << 16); }
 static inline jd_bf16 jd_f32_to_bf16(float f) {
     const uint32_t u = jd_f32_bits(f);
-    /* NaN: quiet, sign kept, payload dropped (XLA:CPU and ml_dtypes do the same) */
-    return (u & 0x7fffffffu) > 0x7f800000u ? (jd_bf16)(((u >> 16) & 0x8000u) | 0x7fc0u)
-                                          : (jd_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    /* NaN: quiet, sign kept, payload dropped (XLA:CPU and ml_dtypes do the same). Chosen in
+       32 bits and narrowed once: widened again by the next op (bf16 ops compute in f32),
+       ((uint32_t)(jd_bf16)(r >> 16)) << 16 folds to r & 0xffff0000, and a loop of bf16 ops
+       keeps every value in 32-bit lanes. Narrowed in each arm of the select, the loop packed
+       and unpacked 16-bit lanes around every op: jmp's bf16 GELU took 1.75x the time. */
+    const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? (u & 0x80000000u) | 0x7fc00000u
+                                                      : u + 0x7fffu + ((u >> 16) & 1u);
+    return (jd_bf16)(r >> 16);
 }
 static inline float jd_f16_to_f32(jd_f16 h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
