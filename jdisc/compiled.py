@@ -36,7 +36,7 @@ class Compiled:
         self._plain = self._all_kept and not self._donated    # the common eager call
         tree = exported.out_tree
         self._one_result = tree.num_nodes == 1 and tree.num_leaves == 1
-        self._weak = frozenset(getattr(exported, "weak_outputs", ()))
+        self.weak = frozenset(getattr(exported, "weak_outputs", ()))   # results typed weakly
         # made by interop.py when the program meets a JAX transformation, then kept
         self.traceable: Callable | None = None   # the flat call as JAX primitives
         self.vmapped: dict[tuple[bool, ...], Any] = {}   # batched leaves -> jdisc of vmap(f)
@@ -46,8 +46,8 @@ class Compiled:
 
     def unflatten(self, outs: list) -> Any:
         """The flat results in the function's output structure, weakly typed where jax's are."""
-        if self._weak:
-            outs = [weakly_typed(x) if i in self._weak else x for i, x in enumerate(outs)]
+        if self.weak:
+            outs = [weakly_typed(x) if i in self.weak else x for i, x in enumerate(outs)]
         if self._one_result:     # one array, not in a container
             return outs[0]
         return jax.tree_util.tree_unflatten(self.exported.out_tree, outs)

@@ -32,6 +32,7 @@ import numpy as np
 
 from jdisc import driver, interop, package_file, sharding
 from jdisc.api import Compiled, jit
+from jdisc.compiled import weakly_typed
 from jdisc.custom_calls import prebuilt, runtime
 from jdisc.dynamic_passes.algebra.dim_text import parse
 from jdisc.dynamic_passes.ir.dtypes import dtype_name, numpy_dtype
@@ -108,6 +109,8 @@ class Package:
             x64 = jax.config.jax_enable_x64     # 64-bit results stay numpy unless x64 is on
             outs = [o if (o.dtype.itemsize == 8 and not x64) else runtime.to_jax(o)
                     for o in outs]
+        if self._call.weak:      # (tracers are typed by the FFI call's result types already)
+            outs = [weakly_typed(o) if i in self._call.weak else o for i, o in enumerate(outs)]
         if self._out_tree is None:
             return dict(zip(self.output_names, outs))
         return jax.tree_util.tree_unflatten(self._out_tree, outs)
@@ -215,7 +218,8 @@ def _exported(manifest: dict, members: dict[str, bytes]) -> ExportedFunction:
         manifest["name"], members[manifest["stablehlo"]], leaves, kept,
         tuple(tuple(s) for s in manifest["program"]["in_shapes"]),
         package_file.decode_tree(manifest["out_tree"]), tuple(manifest["program"]["out_names"]),
-        tuple(manifest["constraints"]))
+        tuple(manifest["constraints"]),
+        weak_outputs=tuple(int(i) for i in manifest.get("weak_outputs", ())))
 
 
 def _cprogram(manifest: dict, source: str, data: bytes) -> CProgram:
@@ -243,7 +247,7 @@ def _read_params(data: bytes | None, inputs: list[dict]) -> dict[int, np.ndarray
 
 def _manifest(kind: str, name: str, cprog: CProgram, inputs: list[dict], args: list[dict],
               in_shapes, out_names: Sequence[str], out_tree: Any,
-              constraints: Sequence[str]) -> dict:
+              constraints: Sequence[str], weak_outputs: Sequence[int] = ()) -> dict:
     return {
         "format": package_file.FORMAT, "format_version": package_file.FORMAT_VERSION,
         "jdisc": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
@@ -251,6 +255,9 @@ def _manifest(kind: str, name: str, cprog: CProgram, inputs: list[dict], args: l
         "outputs": [{"name": n, "dtype": s.dtype, "shape": _dims(s.shape)}
                     for n, s in zip(out_names, cprog.outputs)],
         "constraints": list(constraints), "out_tree": package_file.encode_tree(out_tree),
+        # the results jax types weakly (`x * 2.5` of an int x); a package without the key
+        # (written before 2026-12-08) has none
+        "weak_outputs": list(weak_outputs),
         "program": {"in_shapes": [_dims(s) for s in in_shapes], "out_names": list(out_names),
                     "inputs": [[s.name, s.dtype, _dims(s.shape)] for s in cprog.inputs],
                     "outputs": [[s.name, s.dtype, _dims(s.shape)] for s in cprog.outputs],
@@ -315,7 +322,7 @@ def export_package(fun: Callable, *example_args: Any, dynamic_axes: Any = None,
                "shape": [s.axes.get(a, d) for a, d in enumerate(s.shape)],
                "used": n in exp.kept_inputs, "baked": n in baked} for n, s in enumerate(exp.leaves)]
     manifest = _manifest("function", name or exp.name, cprog, inputs, args, exp.in_shapes,
-                         exp.out_names, exp.out_tree, exp.constraints)
+                         exp.out_names, exp.out_tree, exp.constraints, exp.weak_outputs)
     members = {STABLEHLO: exp.module, "kernel.c": cprog.source.encode(),
                "lib.so": _library_bytes(compiled.executable), **_data_member(cprog)}
     if baked:

@@ -376,3 +376,26 @@ def test_params_npz_holds_no_pickles(saved):
     with zipfile.ZipFile(saved[0]) as zf:
         npz = np.load(io.BytesIO(zf.read("params.npz")), allow_pickle=False)
         assert sorted(npz.files) == ["leaf_0", "leaf_1"]
+
+
+def test_weakly_typed_results_stay_weak_through_a_saved_package(tmp_path):
+    # `x * 2.5` of an int32 x is a weak float32 under jax.jit: a later bfloat16 operand keeps
+    # its type against it. A package records which results are weak (its manifest's
+    # "weak_outputs"); loaded, it gives them weak eagerly and inside jax.jit, as jdisc.jit does
+    def f(x):
+        return x * 2.5, x + 1
+
+    path = tmp_path / "weak.jdisc"
+    jdisc.export_package(f, np.zeros(3, np.int32), dynamic_axes=({0: "n"},)).save(str(path))
+    pkg = jdisc.load(str(path))
+    assert pkg.manifest["weak_outputs"] == [0]
+    x = np.arange(5, dtype=np.int32)
+    want = jax.jit(f)(x)
+    got = pkg(x)
+    assert [a.weak_type for a in got] == [a.weak_type for a in want] == [True, False]
+    half = jnp.ones(5, jnp.bfloat16)
+    assert (got[0] + half).dtype == (want[0] + half).dtype == jnp.bfloat16
+    traced = jax.jit(lambda x: pkg(x)[0] + half)(x)
+    assert traced.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(traced, np.float32),
+                                  np.asarray(jax.jit(lambda x: f(x)[0] + half)(x), np.float32))
