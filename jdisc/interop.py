@@ -46,7 +46,19 @@ def traced_call(jf: "JdiscFunction", entry: "Compiled", flat: list) -> list:
     fn = entry.traceable
     if fn is None:
         fn = entry.traceable = _traceable(jf, entry)
-    return list(fn(*flat))
+    return weakened(list(fn(*flat)), getattr(entry, "weak", ()))
+
+
+def weakened(outs: list, weak) -> list:
+    """Traced results typed weakly where jax.jit types them so (`x * 2.5` of an int x). The
+    FFI call's result types say so; jax 0.8's custom_vjp and custom_vmap drop the flag (0.10
+    keeps it), and a convert to the same dtype, weakly typed, restores it (no op in HLO)."""
+    if not weak:
+        return outs
+    from jax._src.lax import lax as lax_internal
+    return [lax_internal._convert_element_type(x, weak_type=True)
+            if i in weak and not getattr(getattr(x, "aval", None), "weak_type", True) else x
+            for i, x in enumerate(outs)]
 
 
 def _traceable(jf: "JdiscFunction", entry: "Compiled"):

@@ -100,7 +100,7 @@ class Package:
             if self.executable is None:
                 self._call.run_numpy(flat)        # (raises: opened for inspection only)
             self.program()                        # its sharding rule (no C compiler)
-            outs = interop.ffi_call(self._call, flat)
+            outs = interop.weakened(interop.ffi_call(self._call, flat), self._call.weak)
         elif any(sharding.is_sharded(x) for x in flat):
             self.program()
             outs = self._call.call_flat(flat)     # once per shard (sharding.py)
